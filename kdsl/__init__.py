@@ -1,0 +1,74 @@
+"""kdsl: Python kernels compiled through a typed SSA IR to parallel native code."""
+
+from kdsl.builtins import (
+    abs,
+    atan2,
+    atomic_add,
+    atomic_max,
+    atomic_min,
+    atomic_sub,
+    ceil,
+    clamp,
+    cos,
+    cross,
+    dot,
+    exp,
+    floor,
+    length,
+    log,
+    max,
+    min,
+    ndrange,
+    normalize,
+    outer,
+    pow,
+    prange,
+    sin,
+    sqrt,
+    tan,
+    tanh,
+    transpose,
+    where,
+)
+from kdsl.errors import CompileError
+from kdsl.runtime.arrays import DeviceArray, array, empty, full, ones, zeros
+from kdsl.runtime.kernel import Func, Kernel, func, kernel
+from kdsl.runtime.threads import get_num_threads, set_num_threads
+from kdsl.types import (
+    Array,
+    bool_,
+    f32,
+    f64,
+    i8,
+    i16,
+    i32,
+    i64,
+    ivec2,
+    ivec3,
+    ivec4,
+    mat22,
+    mat33,
+    mat44,
+    u8,
+    u16,
+    u32,
+    u64,
+    vec2,
+    vec2d,
+    vec3,
+    vec3d,
+    vec4,
+    vec4d,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Array", "CompileError", "DeviceArray", "Func", "Kernel", "abs", "array", "atan2",
+    "atomic_add", "atomic_max", "atomic_min", "atomic_sub", "bool_", "ceil", "clamp", "cos",
+    "cross", "dot", "empty", "exp", "f32", "f64", "floor", "full", "func", "get_num_threads",
+    "i8", "i16", "i32", "i64", "ivec2", "ivec3", "ivec4", "kernel", "length", "log", "mat22",
+    "mat33", "mat44", "max", "min", "ndrange", "normalize", "ones", "outer", "pow", "prange",
+    "set_num_threads", "sin", "sqrt", "tan", "tanh", "transpose", "u8", "u16", "u32", "u64",
+    "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros",
+]

@@ -1,0 +1,213 @@
+"""kdsl's builtins as plain Python: the reference semantics of every kernel.
+
+A kernel's own function, run by the Python interpreter with these definitions, is the
+reference its compiled version is tested against. The compiler maps each of these
+objects to IR ops (kdsl/frontend/calls.py); it never calls them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from kdsl import types as T
+
+
+class Vector(np.ndarray):
+    """A small vector in plain-Python mode: a 1-D NumPy array with ``.x .y .z .w``."""
+
+    def _get(self, k: int) -> Any:
+        return self[k]
+
+    def _set(self, k: int, value: Any) -> None:
+        self[k] = value
+
+    x = property(lambda self: self[0], lambda self, v: self.__setitem__(0, v))
+    y = property(lambda self: self[1], lambda self, v: self.__setitem__(1, v))
+    z = property(lambda self: self[2], lambda self, v: self.__setitem__(2, v))
+    w = property(lambda self: self[3], lambda self, v: self.__setitem__(3, v))
+
+
+class Matrix(np.ndarray):
+    """A small matrix in plain-Python mode: a 2-D NumPy array."""
+
+
+def _components(values: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if isinstance(v, np.ndarray):
+            out.extend(np.asarray(v).ravel().tolist())
+        else:
+            out.append(v)
+    return out
+
+
+def make_vector(vtype: T.VectorType, components: Sequence[Any]) -> Vector:
+    dtype = vtype.element.numpy_dtype
+    if len(components) == 1 and np.ndim(components[0]) == 0:
+        data = np.full(vtype.size, components[0], dtype=dtype)
+    else:
+        flat = _components(components)
+        if len(flat) != vtype.size:
+            raise TypeError(f"{vtype} takes {vtype.size} components, got {len(flat)}")
+        data = np.array(flat, dtype=dtype)
+    return data.view(Vector)
+
+
+def make_matrix(mtype: T.MatrixType, components: Sequence[Any]) -> Matrix:
+    dtype = mtype.element.numpy_dtype
+    if len(components) == 1 and np.ndim(components[0]) == 0:
+        data = np.full(mtype.shape, components[0], dtype=dtype)
+    else:
+        flat = _components(components)
+        if len(flat) != mtype.count:
+            raise TypeError(f"{mtype} takes {mtype.count} components, got {len(flat)}")
+        data = np.array(flat, dtype=dtype).reshape(mtype.shape)
+    return data.view(Matrix)
+
+
+# --- loops ----------------------------------------------------------------------------
+
+
+def prange(*args: int) -> range:
+    """A parallel loop: ``range`` semantics, iterations run concurrently."""
+    return range(*args)
+
+
+def ndrange(*extents: int) -> Iterator[Any]:
+    """A parallel loop over up to three axes, each ``range(extent)``."""
+    if not 1 <= len(extents) <= 3:
+        raise TypeError("ndrange takes one to three extents")
+    if len(extents) == 1:
+        yield from range(extents[0])
+        return
+    yield from np.ndindex(*extents)
+
+
+# --- math -----------------------------------------------------------------------------
+
+
+def sqrt(x: Any) -> Any:
+    return np.sqrt(x)
+
+
+def sin(x: Any) -> Any:
+    return np.sin(x)
+
+
+def cos(x: Any) -> Any:
+    return np.cos(x)
+
+
+def tan(x: Any) -> Any:
+    return np.tan(x)
+
+
+def exp(x: Any) -> Any:
+    return np.exp(x)
+
+
+def log(x: Any) -> Any:
+    return np.log(x)
+
+
+def tanh(x: Any) -> Any:
+    return np.tanh(x)
+
+
+def floor(x: Any) -> Any:
+    return np.floor(x)
+
+
+def ceil(x: Any) -> Any:
+    return np.ceil(x)
+
+
+def pow(x: Any, y: Any) -> Any:  # noqa: A001
+    return x**y
+
+
+def atan2(y: Any, x: Any) -> Any:
+    return np.arctan2(y, x)
+
+
+def abs(x: Any) -> Any:  # noqa: A001
+    return np.abs(x)
+
+
+def min(a: Any, b: Any) -> Any:  # noqa: A001
+    return np.minimum(a, b)
+
+
+def max(a: Any, b: Any) -> Any:  # noqa: A001
+    return np.maximum(a, b)
+
+
+def clamp(x: Any, lo: Any, hi: Any) -> Any:
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def where(cond: Any, a: Any, b: Any) -> Any:
+    return a if cond else b
+
+
+def dot(a: Any, b: Any) -> Any:
+    return np.dot(a, b)
+
+
+def cross(a: Any, b: Any) -> Any:
+    return np.cross(a, b).view(Vector)
+
+
+def length(v: Any) -> Any:
+    return np.sqrt(np.dot(v, v))
+
+
+def normalize(v: Any) -> Any:
+    return v / np.sqrt(np.dot(v, v))
+
+
+def outer(a: Any, b: Any) -> Any:
+    return np.outer(a, b).view(Matrix)
+
+
+def transpose(m: Any) -> Any:
+    return np.ascontiguousarray(np.transpose(m)).view(Matrix)
+
+
+# --- shared writes ------------------------------------------------------------------
+
+
+def _index(index: Any) -> Any:
+    return tuple(index) if isinstance(index, (tuple, list)) else index
+
+
+def atomic_add(array: Any, index: Any, value: Any) -> Any:
+    """Adds ``value`` to ``array[index]`` atomically; returns the old value."""
+    i = _index(index)
+    old = array[i].copy() if isinstance(array[i], np.ndarray) else array[i]
+    array[i] = array[i] + value
+    return old
+
+
+def atomic_sub(array: Any, index: Any, value: Any) -> Any:
+    i = _index(index)
+    old = array[i]
+    array[i] = array[i] - value
+    return old
+
+
+def atomic_min(array: Any, index: Any, value: Any) -> Any:
+    i = _index(index)
+    old = array[i]
+    array[i] = np.minimum(array[i], value)
+    return old
+
+
+def atomic_max(array: Any, index: Any, value: Any) -> Any:
+    i = _index(index)
+    old = array[i]
+    array[i] = np.maximum(array[i], value)
+    return old

@@ -1,0 +1,697 @@
+"""Lowering of an optimised kernel to LLVM IR: values, arrays, structured control flow.
+
+Parallel loops are outlined into functions of one `i8*` context argument and run on the
+OpenMP runtime (`GOMP_parallel`); each thread takes a contiguous chunk of the outermost
+axis. Reductions keep one partial per thread, combined in thread order afterwards.
+A parallel loop inside another runs serially.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llvmlite import ir
+
+from kdsl import types as T
+from kdsl.codegen.llvm_types import (
+    ArrayView,
+    Repr,
+    f64,
+    flat_types,
+    flatten,
+    i1,
+    i8,
+    i8_ptr,
+    i32,
+    i64,
+    memory_type,
+    scalar_type,
+    unflatten,
+    void,
+)
+from kdsl.codegen.scalar_ops import ScalarEmitter
+from kdsl.ir.core import Block, Function, Operation, Value
+from kdsl.ir.location import SourceLocation
+from kdsl.ir.ops import COMPARISONS, Trait, lookup
+
+MAX_THREADS = 256
+STATUS_SLOTS = 4  # error code, site, index, size; return values follow
+
+
+class ErrorCode:
+    INDEX = 1
+    ASSERT = 2
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a run-time error can be raised: for messages after the kernel returns."""
+
+    kind: int
+    location: SourceLocation
+    detail: str
+
+
+@dataclass
+class CodegenOptions:
+    fastmath: tuple[str, ...] = ("reassoc", "contract")
+    ndarray_offsets: tuple[int, int, int, int] = (16, 24, 32, 40)  # data, nd, dims, strides
+
+
+@dataclass
+class EmittedKernel:
+    module: ir.Module
+    entry_name: str
+    sites: list[Site] = field(default_factory=list)
+
+
+def _free_values(block: Block) -> list[Value]:
+    defined: set[Value] = set()
+    used: dict[Value, None] = {}
+
+    def visit(b: Block) -> None:
+        defined.update(b.args)
+        for op in b.ops:
+            for v in op.operands:
+                if v not in defined:
+                    used.setdefault(v, None)
+            for r in op.regions:
+                visit(r)
+            defined.update(op.results)
+
+    visit(block)
+    return [v for v in used if v not in defined]
+
+
+class KernelEmitter:
+    """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
+
+    def __init__(self, kernel: Function, options: CodegenOptions, module_name: str) -> None:
+        self.kernel = kernel
+        self.options = options
+        self.module = ir.Module(name=module_name)
+        self.scalar = ScalarEmitter(self.module, options.fastmath)
+        self.values: dict[Value, Repr] = {}
+        self.sites: list[Site] = []
+        self.in_parallel = False
+        self.region_count = 0
+        self.status: ir.Value = None  # type: ignore[assignment]
+        self.alloca_builders: dict[ir.Function, tuple[ir.IRBuilder, ir.Block]] = {}
+        self.num_threads_global = ir.GlobalVariable(self.module, i32, "kdsl_num_threads")
+        self.num_threads_global.linkage = "external"
+
+    @property
+    def b(self) -> ir.IRBuilder:
+        return self.scalar.builder
+
+    # --- the entry function ----------------------------------------------------------
+
+    def emit(self, entry_name: str) -> EmittedKernel:
+        kernel = self.kernel
+        param_types: list[ir.Type] = []
+        for arg in kernel.args:
+            t = arg.type
+            if isinstance(t, (T.ArrayType, T.VectorType, T.MatrixType)):
+                param_types.append(i8_ptr)
+            elif isinstance(t, T.ScalarType) and t.is_float:
+                param_types.append(f64)
+            else:
+                param_types.append(i64)
+        param_types.append(i8_ptr)  # the status array
+        fn = ir.Function(self.module, ir.FunctionType(void, param_types), entry_name)
+        self._start_function(fn)
+        self.status = self.b.bitcast(self._ndarray_data(fn.args[-1]), i64.as_pointer())
+        for arg, param in zip(kernel.args, fn.args[:-1]):
+            self.values[arg] = self._unpack_argument(arg.type, param)
+        self.emit_block(kernel.body)
+        self.b.ret_void()
+        self._finish_function(fn)
+        return EmittedKernel(self.module, entry_name, self.sites)
+
+    def _start_function(self, fn: ir.Function) -> None:
+        """Allocas go into a block of their own, so that they run once per call."""
+        allocas = fn.append_basic_block("allocas")
+        body = fn.append_basic_block("entry")
+        self.alloca_builders[fn] = (ir.IRBuilder(allocas), body)
+        self.scalar.builder = ir.IRBuilder(body)
+
+    def _finish_function(self, fn: ir.Function) -> None:
+        builder, body = self.alloca_builders.pop(fn)
+        builder.branch(body)
+
+    def _field(self, obj: ir.Value, offset: int, t: ir.Type) -> ir.Value:
+        address = self.b.gep(obj, [ir.Constant(i64, offset)])
+        return self.b.load(self.b.bitcast(address, t.as_pointer()))
+
+    def _ndarray_data(self, obj: ir.Value) -> ir.Value:
+        return self._field(obj, self.options.ndarray_offsets[0], i8_ptr)
+
+    def _unpack_argument(self, t: Any, param: ir.Value) -> Repr:
+        if isinstance(t, T.ArrayType):
+            return self._unpack_array(t, param)
+        if isinstance(t, (T.VectorType, T.MatrixType)):
+            elem = memory_type(t.element)
+            data = self.b.bitcast(self._ndarray_data(param), elem.as_pointer())
+            out = []
+            for k in range(t.count):
+                v = self.b.load(self.b.gep(data, [ir.Constant(i64, k)]))
+                out.append(self.b.icmp_unsigned("!=", v, ir.Constant(i8, 0)) if t.element.is_bool else v)
+            return out
+        assert isinstance(t, T.ScalarType)
+        if t.is_float:
+            return self.b.fptrunc(param, scalar_type(t)) if t == T.f32 else param
+        if t.is_bool:
+            return self.b.icmp_unsigned("!=", param, ir.Constant(i64, 0))
+        if t.bits < 64:
+            return self.b.trunc(param, scalar_type(t))
+        return param
+
+    def _unpack_array(self, t: T.ArrayType, obj: ir.Value) -> ArrayView:
+        data_off, _, dims_off, strides_off = self.options.ndarray_offsets
+        data = self._field(obj, data_off, i8_ptr)
+        dims = self._field(obj, dims_off, i64.as_pointer())
+        element_shape = T.element_shape(t.dtype)
+        shape = [self.b.load(self.b.gep(dims, [ir.Constant(i64, k)])) for k in range(t.ndim)]
+        shape += [ir.Constant(i64, s) for s in element_shape]
+        itemsize = T.element_scalar(t.dtype).itemsize
+        if t.contiguous:
+            strides: list[ir.Value] = [ir.Constant(i64, itemsize)]
+            for size in reversed(shape[1:]):
+                strides.insert(0, self.b.mul(strides[0], size) if not isinstance(size, ir.Constant)
+                               or not isinstance(strides[0], ir.Constant)
+                               else ir.Constant(i64, size.constant * strides[0].constant))
+        else:
+            sp = self._field(obj, strides_off, i64.as_pointer())
+            strides = [self.b.load(self.b.gep(sp, [ir.Constant(i64, k)])) for k in range(t.full_ndim)]
+        return ArrayView(data, shape, strides)
+
+    # --- blocks and ops ---------------------------------------------------------------
+
+    def emit_block(self, block: Block) -> list[Repr]:
+        """Emits a block's operations; returns the reprs its terminator passes on."""
+        for op in block.ops:
+            if op.name in ("yield", "condition"):
+                return [self.values[v] for v in op.operands]
+            if op.name == "return":
+                self._store_results([self.values[v] for v in op.operands], op)
+                return []
+            self.emit_op(op)
+        return []
+
+    def emit_op(self, op: Operation) -> None:
+        definition = lookup(op.name)
+        method = getattr(self, f"emit_{op.name}", None)
+        if method is not None:
+            results = method(op)
+        elif op.name in COMPARISONS:
+            a, b = (self.values[v] for v in op.operands)
+            results = [self.scalar.compare(op.name, op.operands[0].type, a, b)]
+        elif definition.has(Trait.ELEMENTWISE):
+            results = [self.elementwise(op)]
+        else:
+            raise NotImplementedError(f"no LLVM lowering for op '{op.name}'")
+        for value, r in zip(op.results, results or []):
+            self.values[value] = r
+
+    def elementwise(self, op: Operation) -> Repr:
+        t = op.result.type
+        operands = [self.values[v] for v in op.operands]
+        scalar_t = T.element_scalar(op.operands[0].type if op.operands else t)
+        if isinstance(t, T.ScalarType):
+            return self.scalar.emit(op.name, t, operands, op.attrs)
+        return [
+            self.scalar.emit(op.name, scalar_t, [o[k] for o in operands], op.attrs)
+            for k in range(t.count)
+        ]
+
+    def emit_constant(self, op: Operation) -> list[Repr]:
+        return [self.scalar.const(op.attrs["type"], op.attrs["value"])]
+
+    def emit_cast(self, op: Operation) -> list[Repr]:
+        source, target = op.operands[0].type, op.result.type
+        v = self.values[op.operands[0]]
+        if isinstance(target, T.ScalarType):
+            return [self.scalar.cast(source, target, v)]
+        return [[self.scalar.cast(source.element, target.element, c) for c in v]]
+
+    def emit_select(self, op: Operation) -> list[Repr]:
+        c, a, b = (self.values[v] for v in op.operands)
+        if isinstance(a, list):
+            return [[self.b.select(c, x, y) for x, y in zip(a, b)]]
+        return [self.b.select(c, a, b)]
+
+    # --- vectors and matrices ----------------------------------------------------
+
+    def emit_splat(self, op: Operation) -> list[Repr]:
+        return [[self.values[op.operands[0]]] * op.result.type.count]
+
+    def emit_make_vector(self, op: Operation) -> list[Repr]:
+        return [[self.values[v] for v in op.operands]]
+
+    def emit_extract(self, op: Operation) -> list[Repr]:
+        return [self.values[op.operands[0]][op.attrs["index"]]]
+
+    def emit_insert(self, op: Operation) -> list[Repr]:
+        parts = list(self.values[op.operands[0]])
+        parts[op.attrs["index"]] = self.values[op.operands[1]]
+        return [parts]
+
+    def _sum_of_products(self, t: T.ScalarType, xs: list, ys: list) -> ir.Value:
+        total = self.scalar.op_mul(t, xs[0], ys[0])
+        for x, y in zip(xs[1:], ys[1:]):
+            total = self.scalar.op_add(t, total, self.scalar.op_mul(t, x, y))
+        return total
+
+    def emit_dot(self, op: Operation) -> list[Repr]:
+        a, b = (self.values[v] for v in op.operands)
+        return [self._sum_of_products(op.result.type, a, b)]
+
+    def emit_cross(self, op: Operation) -> list[Repr]:
+        a, b = (self.values[v] for v in op.operands)
+        t = op.result.type.element
+        s = self.scalar
+
+        def term(i: int, j: int) -> ir.Value:
+            return s.op_sub(t, s.op_mul(t, a[i], b[j]), s.op_mul(t, a[j], b[i]))
+
+        return [[term(1, 2), term(2, 0), term(0, 1)]]
+
+    def emit_matmul(self, op: Operation) -> list[Repr]:
+        a, b = (self.values[v] for v in op.operands)
+        ta, tb = op.operands[0].type, op.operands[1].type
+        t = ta.element
+        rows = [a[r * ta.cols:(r + 1) * ta.cols] for r in range(ta.rows)]
+        if isinstance(tb, T.VectorType):
+            return [[self._sum_of_products(t, row, b) for row in rows]]
+        cols = [[b[k * tb.cols + c] for k in range(tb.rows)] for c in range(tb.cols)]
+        return [[self._sum_of_products(t, row, col) for row in rows for col in cols]]
+
+    def emit_transpose(self, op: Operation) -> list[Repr]:
+        m = self.values[op.operands[0]]
+        t = op.operands[0].type
+        return [[m[r * t.cols + c] for c in range(t.cols) for r in range(t.rows)]]
+
+    def emit_outer(self, op: Operation) -> list[Repr]:
+        a, b = (self.values[v] for v in op.operands)
+        t = op.result.type.element
+        return [[self.scalar.op_mul(t, x, y) for x in a for y in b]]
+
+    # --- arrays --------------------------------------------------------------------
+
+    def emit_array_dim(self, op: Operation) -> list[Repr]:
+        return [self.values[op.operands[0]].shape[op.attrs["axis"]]]
+
+    def _element_pointers(self, op: Operation, indices: list[Value]) -> list[ir.Value]:
+        array_t: T.ArrayType = op.operands[0].type
+        view: ArrayView = self.values[op.operands[0]]
+        offset: ir.Value | None = None
+        for k, index in enumerate(indices):
+            term = self.b.mul(self.values[index], view.strides[k])
+            offset = term if offset is None else self.b.add(offset, term)
+        base = self.b.gep(view.data, [offset]) if offset is not None else view.data
+        elem = memory_type(T.element_scalar(array_t.dtype)).as_pointer()
+        count = T.element_count(array_t.dtype)
+        if count == 1:
+            return [self.b.bitcast(base, elem)]
+        strides = view.strides[array_t.ndim:]
+        shape = T.element_shape(array_t.dtype)
+        pointers = []
+        for flat in range(count):
+            rest, part = flat, None
+            for axis in reversed(range(len(shape))):
+                component = rest % shape[axis]
+                rest //= shape[axis]
+                term = self.b.mul(ir.Constant(i64, component), strides[axis])
+                part = term if part is None else self.b.add(part, term)
+            pointers.append(self.b.bitcast(self.b.gep(base, [part]), elem))
+        return pointers
+
+    def _from_memory(self, t: T.ScalarType, v: ir.Value) -> ir.Value:
+        return self.b.icmp_unsigned("!=", v, ir.Constant(i8, 0)) if t.is_bool else v
+
+    def _to_memory(self, t: T.ScalarType, v: ir.Value) -> ir.Value:
+        return self.b.zext(v, i8) if t.is_bool else v
+
+    def emit_array_load(self, op: Operation) -> list[Repr]:
+        pointers = self._element_pointers(op, op.operands[1:])
+        scalar_t = T.element_scalar(op.result.type)
+        parts = [self._from_memory(scalar_t, self.b.load(p)) for p in pointers]
+        return [parts[0] if len(parts) == 1 and isinstance(op.result.type, T.ScalarType) else parts]
+
+    def emit_array_store(self, op: Operation) -> list[Repr]:
+        pointers = self._element_pointers(op, op.operands[1:-1])
+        value = self.values[op.operands[-1]]
+        scalar_t = T.element_scalar(op.operands[-1].type)
+        parts = value if isinstance(value, list) else [value]
+        for p, v in zip(pointers, parts):
+            self.b.store(self._to_memory(scalar_t, v), p)
+        return []
+
+    _ATOMIC = {
+        ("add", "float"): "fadd", ("add", "int"): "add",
+        ("sub", "float"): "fsub", ("sub", "int"): "sub",
+        ("min", "float"): "fmin", ("min", "int"): "min", ("min", "uint"): "umin",
+        ("max", "float"): "fmax", ("max", "int"): "max", ("max", "uint"): "umax",
+    }
+
+    def emit_atomic_rmw(self, op: Operation) -> list[Repr]:
+        pointers = self._element_pointers(op, op.operands[1:-1])
+        value = self.values[op.operands[-1]]
+        scalar_t = T.element_scalar(op.operands[-1].type)
+        kind = op.attrs["kind"]
+        family = "float" if scalar_t.is_float else "uint" if not scalar_t.is_signed else "int"
+        if kind in ("add", "sub") and family == "uint":
+            family = "int"
+        llvm_op = self._ATOMIC[(kind, family)]
+        parts = value if isinstance(value, list) else [value]
+        olds = [self.b.atomic_rmw(llvm_op, p, v, "monotonic") for p, v in zip(pointers, parts)]
+        return [olds[0] if isinstance(op.result.type, T.ScalarType) else olds]
+
+    # --- control flow ------------------------------------------------------------------
+
+    def _phis(self, types: list[Any], incoming: list[Repr], block: ir.Block) -> list[Repr]:
+        out = []
+        for t, init in zip(types, incoming):
+            parts = []
+            for lt, v in zip(flat_types(t), flatten(init)):
+                phi = self.b.phi(lt)
+                phi.add_incoming(v, block)
+                parts.append(phi)
+            out.append(unflatten(t, parts))
+        return out
+
+    @staticmethod
+    def _add_incoming(phis: list[Repr], values: list[Repr], block: ir.Block) -> None:
+        for phi, v in zip(phis, values):
+            for p, x in zip(flatten(phi), flatten(v)):
+                p.add_incoming(x, block)
+
+    def emit_if(self, op: Operation) -> list[Repr]:
+        cond = self.values[op.operands[0]]
+        fn = self.b.function
+        then_bb = fn.append_basic_block("if.then")
+        else_bb = fn.append_basic_block("if.else")
+        merge_bb = fn.append_basic_block("if.end")
+        self.b.cbranch(cond, then_bb, else_bb)
+        incoming = []
+        for region, bb in zip(op.regions, (then_bb, else_bb)):
+            self.b.position_at_end(bb)
+            values = self.emit_block(region)
+            incoming.append((values, self.b.block))
+            self.b.branch(merge_bb)
+        self.b.position_at_end(merge_bb)
+        types = [r.type for r in op.results]
+        if not types:
+            return []
+        (then_vals, then_end), (else_vals, else_end) = incoming
+        phis = self._phis(types, then_vals, then_end)
+        self._add_incoming(phis, else_vals, else_end)
+        return phis
+
+    def emit_for(self, op: Operation) -> list[Repr]:
+        start, stop, step, *inits = (self.values[v] for v in op.operands)
+        body = op.regions[0]
+        return self._counted_loop(start, stop, step, inits, [r.type for r in op.results],
+                                  lambda iv, carried: self._run_body(body, [iv, *carried]))
+
+    def _run_body(self, body: Block, args: list[Repr]) -> list[Repr]:
+        for a, v in zip(body.args, args):
+            self.values[a] = v
+        return self.emit_block(body)
+
+    def _counted_loop(self, start: ir.Value, stop: ir.Value, step: ir.Value, inits: list[Repr],
+                      types: list[Any], body: Any) -> list[Repr]:
+        fn = self.b.function
+        pre = self.b.block
+        header = fn.append_basic_block("for.header")
+        body_bb = fn.append_basic_block("for.body")
+        exit_bb = fn.append_basic_block("for.end")
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        iv = self.b.phi(i64)
+        iv.add_incoming(start, pre)
+        carried = self._phis(types, inits, pre)
+        self.b.cbranch(self.b.icmp_signed("<", iv, stop), body_bb, exit_bb)
+        self.b.position_at_end(body_bb)
+        new_values = body(iv, carried)
+        next_iv = self.b.add(iv, step, flags=["nsw"])
+        latch = self.b.block
+        iv.add_incoming(next_iv, latch)
+        self._add_incoming(carried, new_values, latch)
+        self.b.branch(header)
+        self.b.position_at_end(exit_bb)
+        return carried
+
+    def emit_while(self, op: Operation) -> list[Repr]:
+        inits = [self.values[v] for v in op.operands]
+        before, body = op.regions
+        fn = self.b.function
+        pre = self.b.block
+        header = fn.append_basic_block("while.cond")
+        body_bb = fn.append_basic_block("while.body")
+        exit_bb = fn.append_basic_block("while.end")
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        types = [r.type for r in op.results]
+        carried = self._phis(types, inits, pre)
+        (cond,) = self._run_body(before, carried)
+        self.b.cbranch(cond, body_bb, exit_bb)
+        self.b.position_at_end(body_bb)
+        new_values = self._run_body(body, carried)
+        self._add_incoming(carried, new_values, self.b.block)
+        self.b.branch(header)
+        self.b.position_at_end(exit_bb)
+        return carried
+
+    # --- parallel loops ------------------------------------------------------------
+
+    def _identity(self, kind: str, t: Any) -> Repr:
+        scalar_t = T.element_scalar(t)
+        if kind == "add":
+            value: Any = 0
+        elif kind == "mul":
+            value = 1
+        elif scalar_t.is_float:
+            value = float("inf") if kind == "min" else float("-inf")
+        elif scalar_t.is_signed:
+            value = 2 ** (scalar_t.bits - 1) - 1 if kind == "min" else -(2 ** (scalar_t.bits - 1))
+        else:
+            value = 2**scalar_t.bits - 1 if kind == "min" else 0
+        c = self.scalar.const(scalar_t, value)
+        return c if isinstance(t, T.ScalarType) else [c] * t.count
+
+    def _combine(self, kind: str, t: Any, a: Repr, b: Repr) -> Repr:
+        scalar_t = T.element_scalar(t)
+        method = getattr(self.scalar, f"op_{kind}")
+        if isinstance(t, T.ScalarType):
+            return method(scalar_t, a, b)
+        return [method(scalar_t, x, y) for x, y in zip(a, b)]
+
+    def emit_parallel_for(self, op: Operation) -> list[Repr]:
+        if self.in_parallel:
+            return self._serial_parallel_for(op)
+        return self._outlined_parallel_for(op)
+
+    def _nested_loops(self, extents: list[ir.Value], lower: ir.Value, upper: ir.Value,
+                      accs: list[Repr], types: list[Any], body: Block) -> list[Repr]:
+        """Loops over axis 0 in [lower, upper) and the other axes in full, carrying accs."""
+        ndim = len(extents)
+        one = ir.Constant(i64, 1)
+        zero = ir.Constant(i64, 0)
+
+        def level(axis: int, ivs: list[ir.Value], carried: list[Repr]) -> list[Repr]:
+            start, stop = (lower, upper) if axis == 0 else (zero, extents[axis])
+
+            def inner(iv: ir.Value, c: list[Repr]) -> list[Repr]:
+                if axis + 1 < ndim:
+                    return level(axis + 1, ivs + [iv], c)
+                return self._run_body(body, ivs + [iv] + c)
+
+            return self._counted_loop(start, stop, one, carried, types, inner)
+
+        return level(0, [], accs)
+
+    def _serial_parallel_for(self, op: Operation) -> list[Repr]:
+        ndim = op.attrs["ndim"]
+        extents = [self.values[v] for v in op.operands[:ndim]]
+        inits = [self.values[v] for v in op.operands[ndim:]]
+        types = [r.type for r in op.results]
+        return self._nested_loops(extents, ir.Constant(i64, 0), extents[0], inits, types,
+                                  op.regions[0])
+
+    def _entry_alloca(self, t: ir.Type, count: int = 1) -> ir.Value:
+        builder, _ = self.alloca_builders[self.b.function]
+        return builder.alloca(t, size=count) if count != 1 else builder.alloca(t)
+
+    def _outlined_parallel_for(self, op: Operation) -> list[Repr]:
+        ndim = op.attrs["ndim"]
+        kinds = op.attrs["reductions"]
+        body = op.regions[0]
+        extents = [self.values[v] for v in op.operands[:ndim]]
+        inits = [self.values[v] for v in op.operands[ndim:]]
+        types = [r.type for r in op.results]
+        free = [v for v in _free_values(body) if v not in op.operands[:ndim]]
+        # the context: status, extents, captured values, one partials buffer per reduction
+        fields: list[ir.Value] = [self.status, *extents]
+        for v in free:
+            fields.extend(flatten(self.values[v]))
+        partials = []
+        for t in types:
+            lt = flat_types(t)[0]
+            buffer = self._entry_alloca(lt, MAX_THREADS * len(flat_types(t)))
+            partials.append(buffer)
+            fields.append(buffer)
+        struct_t = ir.LiteralStructType([f.type for f in fields])
+        ctx = self._entry_alloca(struct_t)
+        for k, f in enumerate(fields):
+            self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
+        outlined = self._emit_outlined(body, struct_t, ndim, free, types, kinds)
+        requested = self.b.load(self.num_threads_global)
+        nthreads = self.scalar.op_min(T.i32, self.scalar.op_max(T.i32, requested, ir.Constant(i32, 1)),
+                                      ir.Constant(i32, MAX_THREADS))
+        # every partial starts at the identity, for threads the runtime does not start
+        for t, kind, buffer in zip(types, kinds, partials):
+            width = len(flat_types(t))
+            identity = flatten(self._identity(kind, t))
+
+            def fill(tid: ir.Value, carried: list[Repr], buffer: Any = buffer, width: int = width,
+                     identity: list = identity) -> list[Repr]:
+                for c in range(width):
+                    slot = self.b.add(self.b.mul(tid, ir.Constant(i64, width)), ir.Constant(i64, c))
+                    self.b.store(identity[c], self.b.gep(buffer, [slot]))
+                return []
+
+            self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64), ir.Constant(i64, 1),
+                               [], [], fill)
+        ctx_ptr = self.b.bitcast(ctx, i8_ptr)
+        fn = self.b.function
+        serial_bb = fn.append_basic_block("parallel.serial")
+        team_bb = fn.append_basic_block("parallel.team")
+        done_bb = fn.append_basic_block("parallel.done")
+        self.b.cbranch(self.b.icmp_signed("<=", nthreads, ir.Constant(i32, 1)), serial_bb, team_bb)
+        self.b.position_at_end(serial_bb)
+        self.b.call(outlined, [ctx_ptr])
+        self.b.branch(done_bb)
+        self.b.position_at_end(team_bb)
+        gomp = self.scalar.function(
+            "GOMP_parallel", void, [outlined.type, i8_ptr, i32, i32]
+        )
+        self.b.call(gomp, [outlined, ctx_ptr, nthreads, ir.Constant(i32, 0)])
+        self.b.branch(done_bb)
+        self.b.position_at_end(done_bb)
+        results = []
+        for t, kind, init, buffer in zip(types, kinds, inits, partials):
+            width = len(flat_types(t))
+
+            def combine(tid: ir.Value, carried: list[Repr], buffer: Any = buffer, width: int = width,
+                        t: Any = t, kind: str = kind) -> list[Repr]:
+                parts = []
+                for c in range(width):
+                    slot = self.b.add(self.b.mul(tid, ir.Constant(i64, width)), ir.Constant(i64, c))
+                    parts.append(self.b.load(self.b.gep(buffer, [slot])))
+                return [self._combine(kind, t, carried[0], unflatten(t, parts))]
+
+            (total,) = self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64),
+                                          ir.Constant(i64, 1), [init], [t], combine)
+            results.append(total)
+        return results
+
+    def _emit_outlined(self, body: Block, struct_t: ir.LiteralStructType, ndim: int,
+                       free: list[Value], types: list[Any], kinds: tuple[str, ...]) -> ir.Function:
+        self.region_count += 1
+        name = f"{self.kernel.name}.parallel.{self.region_count}"
+        fn = ir.Function(self.module, ir.FunctionType(void, [i8_ptr]), name)
+        fn.linkage = "internal"
+        saved = (self.scalar.builder, self.status, dict(self.values), self.in_parallel)
+        self._start_function(fn)
+        self.in_parallel = True
+        ctx = self.b.bitcast(fn.args[0], struct_t.as_pointer())
+        loaded = [
+            self.b.load(self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
+            for k in range(len(struct_t.elements))
+        ]
+        self.status = loaded[0]
+        extents = loaded[1:1 + ndim]
+        position = 1 + ndim
+        for v in free:
+            width = len(flat_types(v.type))
+            self.values[v] = unflatten(v.type, loaded[position:position + width])
+            position += width
+        partials = loaded[position:]
+        tid = self.b.sext(self.b.call(self.scalar.function("omp_get_thread_num", i32, []), []), i64)
+        team = self.b.sext(self.b.call(self.scalar.function("omp_get_num_threads", i32, []), []), i64)
+        chunk = self.b.sdiv(self.b.sub(self.b.add(extents[0], team), ir.Constant(i64, 1)), team)
+        lower = self.scalar.op_min(T.i64, self.b.mul(tid, chunk), extents[0])
+        upper = self.scalar.op_min(T.i64, self.b.add(lower, chunk), extents[0])
+        accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
+        finals = self._nested_loops(extents, lower, upper, accs, types, body)
+        for t, final, buffer in zip(types, finals, partials):
+            parts = flatten(final)
+            for c, part in enumerate(parts):
+                slot = self.b.add(self.b.mul(tid, ir.Constant(i64, len(parts))), ir.Constant(i64, c))
+                self.b.store(part, self.b.gep(buffer, [slot]))
+        self.b.ret_void()
+        self._finish_function(fn)
+        self.scalar.builder, self.status, self.values, self.in_parallel = saved
+        return fn
+
+    # --- effects -------------------------------------------------------------------
+
+    def _site(self, kind: int, op: Operation, detail: str) -> int:
+        self.sites.append(Site(kind, op.location, detail))
+        return len(self.sites) - 1
+
+    def _report(self, code: int, site: int, index: ir.Value | None, size: ir.Value | None) -> None:
+        fn = self.b.function
+        store_bb = fn.append_basic_block("error.first")
+        done_bb = fn.append_basic_block("error.done")
+        pair = self.b.cmpxchg(self.status, ir.Constant(i64, 0), ir.Constant(i64, code),
+                              "monotonic", "monotonic")
+        first = self.b.extract_value(pair, 1)
+        self.b.cbranch(first, store_bb, done_bb)
+        self.b.position_at_end(store_bb)
+        slots = [ir.Constant(i64, site), index or ir.Constant(i64, 0), size or ir.Constant(i64, 0)]
+        for k, v in enumerate(slots, start=1):
+            self.b.store(v, self.b.gep(self.status, [ir.Constant(i64, k)]))
+        self.b.branch(done_bb)
+        self.b.position_at_end(done_bb)
+
+    def emit_raise_index_error(self, op: Operation) -> list[Repr]:
+        index, size, ok = (self.values[v] for v in op.operands)
+        detail = f"axis {op.attrs['axis']}" + (f" of '{op.attrs['array']}'" if op.attrs.get("array") else "")
+        site = self._site(ErrorCode.INDEX, op, detail)
+        with self.b.if_then(self.b.xor(ok, ir.Constant(i1, 1)), likely=False):
+            self._report(ErrorCode.INDEX, site, index, size)
+        return []
+
+    def emit_assert(self, op: Operation) -> list[Repr]:
+        cond = self.values[op.operands[0]]
+        site = self._site(ErrorCode.ASSERT, op, op.attrs.get("message", ""))
+        with self.b.if_then(self.b.xor(cond, ir.Constant(i1, 1)), likely=False):
+            self._report(ErrorCode.ASSERT, site, None, None)
+        return []
+
+    def emit_print(self, op: Operation) -> list[Repr]:
+        from kdsl.codegen.printing import emit_print
+
+        emit_print(self, op)
+        return []
+
+    def _store_results(self, values: list[Repr], op: Operation) -> None:
+        slot = STATUS_SLOTS
+        for v, value in zip(op.operands, values):
+            scalar_t = T.element_scalar(v.type)
+            for part in flatten(value):
+                if scalar_t.is_float:
+                    bits = self.b.bitcast(self.b.fpext(part, f64) if scalar_t == T.f32 else part, i64)
+                elif scalar_t.is_bool or not scalar_t.is_signed:
+                    bits = self.b.zext(part, i64) if scalar_t.bits < 64 else part
+                else:
+                    bits = self.b.sext(part, i64) if scalar_t.bits < 64 else part
+                self.b.store(bits, self.b.gep(self.status, [ir.Constant(i64, slot)]))
+                slot += 1
+
+
+def emit_kernel(kernel: Function, options: CodegenOptions, entry_name: str) -> EmittedKernel:
+    return KernelEmitter(kernel, options, entry_name).emit(entry_name)

@@ -1,0 +1,84 @@
+"""How kdsl types are represented in LLVM IR.
+
+Scalars are LLVM scalars (bool is i1 in registers, i8 in memory). Vectors and matrices
+are kept as Python lists of scalar LLVM values, one per component, so that the loop
+vectoriser sees only scalar code and can vectorise across iterations. Arrays are an
+`ArrayView`: a byte pointer, the size of every axis and every byte stride.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+from llvmlite import ir
+
+from kdsl import types as T
+
+i1 = ir.IntType(1)
+i8 = ir.IntType(8)
+i32 = ir.IntType(32)
+i64 = ir.IntType(64)
+f32 = ir.FloatType()
+f64 = ir.DoubleType()
+i8_ptr = i8.as_pointer()
+void = ir.VoidType()
+
+_SCALARS = {
+    "bool": i1, "i8": i8, "u8": i8, "i16": ir.IntType(16), "u16": ir.IntType(16),
+    "i32": i32, "u32": i32, "i64": i64, "u64": i64, "f32": f32, "f64": f64,
+}
+
+
+def scalar_type(t: T.ScalarType) -> ir.Type:
+    return _SCALARS[t.name]
+
+
+def memory_type(t: T.ScalarType) -> ir.Type:
+    """The in-memory type of a scalar (bool is a byte)."""
+    return i8 if t.is_bool else _SCALARS[t.name]
+
+
+@dataclass
+class ArrayView:
+    """An array argument in registers: data pointer, sizes and byte strides of all axes."""
+
+    data: ir.Value
+    shape: list[ir.Value]
+    strides: list[ir.Value]
+
+    def flatten(self) -> list[ir.Value]:
+        return [self.data, *self.shape, *self.strides]
+
+    @staticmethod
+    def unflatten(values: list[ir.Value], full_ndim: int) -> ArrayView:
+        return ArrayView(values[0], list(values[1:1 + full_ndim]), list(values[1 + full_ndim:]))
+
+
+Repr = Union[ir.Value, list, ArrayView]
+
+
+def flatten(value: Repr) -> list[ir.Value]:
+    if isinstance(value, ArrayView):
+        return value.flatten()
+    if isinstance(value, list):
+        return list(value)
+    return [value]
+
+
+def unflatten(t: Any, values: list[ir.Value]) -> Repr:
+    if isinstance(t, T.ArrayType):
+        return ArrayView.unflatten(values, t.full_ndim)
+    if isinstance(t, (T.VectorType, T.MatrixType)):
+        return list(values)
+    (v,) = values
+    return v
+
+
+def flat_types(t: Any) -> list[ir.Type]:
+    """The LLVM types of a value's flattened parts (for packing into structs)."""
+    if isinstance(t, T.ArrayType):
+        return [i8_ptr] + [i64] * (2 * t.full_ndim)
+    if isinstance(t, (T.VectorType, T.MatrixType)):
+        return [scalar_type(t.element)] * t.count
+    return [scalar_type(t)]

@@ -1,0 +1,278 @@
+"""LLVM lowering of scalar arithmetic, comparisons, casts and math, with Python semantics
+(floor division and modulo round toward negative infinity; integer division by zero
+gives 0 rather than trapping)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from llvmlite import ir
+
+from kdsl import types as T
+from kdsl.codegen.llvm_types import f32, f64, i1, scalar_type
+
+_INTRINSIC_MATH = {"sqrt", "sin", "cos", "exp", "log", "floor", "ceil"}
+_LIBM = {"tan": ("tanf", "tan"), "tanh": ("tanhf", "tanh"), "atan2": ("atan2f", "atan2"),
+         "pow": ("powf", "pow")}
+_ICMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+class ScalarEmitter:
+    """Emits one scalar op at the builder's position."""
+
+    def __init__(self, module: ir.Module, fastmath: tuple[str, ...]) -> None:
+        self.module = module
+        self.fastmath = fastmath
+        self.builder: ir.IRBuilder = None  # type: ignore[assignment]
+
+    # --- helpers --------------------------------------------------------------------
+
+    def function(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(ret, args), name)
+
+    def intrinsic(self, name: str, t: ir.Type) -> ir.Function:
+        suffix = "f32" if t == f32 else "f64" if t == f64 else f"i{t.width}"
+        return self.function(f"llvm.{name}.{suffix}", t, [t])
+
+    def const(self, t: T.ScalarType, value: Any) -> ir.Constant:
+        lt = scalar_type(t)
+        if t.is_bool:
+            return ir.Constant(i1, int(bool(value)))
+        if t.is_integer:
+            v = int(value)
+            if t.kind is T.ScalarKind.UINT and v >= 2 ** (t.bits - 1):
+                v -= 2**t.bits
+            return ir.Constant(lt, v)
+        return ir.Constant(lt, float(value))
+
+    # --- dispatch -----------------------------------------------------------------------
+
+    def emit(self, name: str, t: T.ScalarType, operands: list[ir.Value], attrs: dict) -> ir.Value:
+        method: Callable[..., ir.Value] = getattr(self, f"op_{name}")
+        return method(t, *operands)
+
+    # --- arithmetic ------------------------------------------------------------------
+
+    def _binary(self, int_op: str, float_op: str, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        b_ = self.builder
+        if t.is_float:
+            return getattr(b_, float_op)(a, b, flags=self.fastmath)
+        return getattr(b_, int_op)(a, b)
+
+    def op_add(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self._binary("add", "fadd", t, a, b)
+
+    def op_sub(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self._binary("sub", "fsub", t, a, b)
+
+    def op_mul(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self._binary("mul", "fmul", t, a, b)
+
+    def op_div(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.builder.fdiv(a, b, flags=self.fastmath)
+
+    def _safe_divisor(self, t: T.ScalarType, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+        zero = ir.Constant(b.type, 0)
+        is_zero = self.builder.icmp_unsigned("==", b, zero)
+        return is_zero, self.builder.select(is_zero, ir.Constant(b.type, 1), b)
+
+    def op_floordiv(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        bl = self.builder
+        if t.is_float:
+            return self.op_floor(t, bl.fdiv(a, b, flags=self.fastmath))
+        is_zero, d = self._safe_divisor(t, b)
+        zero = ir.Constant(a.type, 0)
+        if not t.is_signed:
+            q = bl.udiv(a, d)
+        else:
+            q = bl.sdiv(a, d)
+            r = bl.srem(a, d)
+            signs_differ = bl.icmp_signed("!=", bl.icmp_signed("<", r, zero), bl.icmp_signed("<", d, zero))
+            adjust = bl.and_(bl.icmp_signed("!=", r, zero), signs_differ)
+            q = bl.sub(q, bl.zext(adjust, a.type))
+        return bl.select(is_zero, zero, q)
+
+    def op_mod(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        bl = self.builder
+        if t.is_float:
+            r = bl.frem(a, b)
+            zero = ir.Constant(a.type, 0.0)
+            signs_differ = bl.xor(bl.fcmp_ordered("<", r, zero), bl.fcmp_ordered("<", b, zero))
+            adjust = bl.and_(bl.fcmp_unordered("!=", r, zero), signs_differ)
+            return bl.select(adjust, bl.fadd(r, b), r)
+        is_zero, d = self._safe_divisor(t, b)
+        zero = ir.Constant(a.type, 0)
+        if not t.is_signed:
+            return bl.select(is_zero, zero, bl.urem(a, d))
+        r = bl.srem(a, d)
+        signs_differ = bl.icmp_signed("!=", bl.icmp_signed("<", r, zero), bl.icmp_signed("<", d, zero))
+        adjust = bl.and_(bl.icmp_signed("!=", r, zero), signs_differ)
+        return bl.select(is_zero, zero, bl.select(adjust, bl.add(r, d), r))
+
+    def op_pow(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        if t.is_float:
+            fn = self.function(f"llvm.pow.{'f32' if t == T.f32 else 'f64'}", a.type, [a.type, a.type])
+            return self.builder.call(fn, [a, b])
+        return self._integer_power(a, b)
+
+    def _integer_power(self, base: ir.Value, exponent: ir.Value) -> ir.Value:
+        """Exponentiation by squaring; a negative exponent gives 0 (NumPy's choice)."""
+        bl = self.builder
+        ty = base.type
+        entry = bl.block
+        loop = bl.append_basic_block("pow.loop")
+        done = bl.append_basic_block("pow.done")
+        bl.branch(loop)
+        bl.position_at_end(loop)
+        result = bl.phi(ty)
+        b = bl.phi(ty)
+        e = bl.phi(ty)
+        one, zero = ir.Constant(ty, 1), ir.Constant(ty, 0)
+        odd = bl.icmp_unsigned("!=", bl.and_(e, one), zero)
+        new_result = bl.select(odd, bl.mul(result, b), result)
+        new_b = bl.mul(b, b)
+        new_e = bl.lshr(e, one)
+        more = bl.icmp_signed(">", new_e, zero)
+        result.add_incoming(one, entry)
+        b.add_incoming(base, entry)
+        e.add_incoming(exponent, entry)
+        result.add_incoming(new_result, loop)
+        b.add_incoming(new_b, loop)
+        e.add_incoming(new_e, loop)
+        bl.cbranch(more, loop, done)
+        bl.position_at_end(done)
+        negative = bl.icmp_signed("<", exponent, zero)
+        return bl.select(negative, zero, new_result)
+
+    def op_min(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.builder.select(self._less(t, b, a), b, a)
+
+    def op_max(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.builder.select(self._less(t, a, b), b, a)
+
+    def _less(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        if t.is_float:
+            return self.builder.fcmp_ordered("<", a, b)
+        if t.is_signed:
+            return self.builder.icmp_signed("<", a, b)
+        return self.builder.icmp_unsigned("<", a, b)
+
+    def op_atan2(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self._libm("atan2", t, a, b)
+
+    def _libm(self, name: str, t: T.ScalarType, *args: ir.Value) -> ir.Value:
+        single, double = _LIBM[name]
+        lt = scalar_type(t)
+        fn = self.function(single if t == T.f32 else double, lt, [lt] * len(args))
+        return self.builder.call(fn, list(args))
+
+    def op_bit_and(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.builder.and_(a, b)
+
+    def op_bit_or(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.builder.or_(a, b)
+
+    def op_bit_xor(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.builder.xor(a, b)
+
+    def op_shl(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.builder.shl(a, b)
+
+    def op_shr(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        return self.builder.ashr(a, b) if t.is_signed else self.builder.lshr(a, b)
+
+    # --- unary ----------------------------------------------------------------------
+
+    def op_neg(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        if t.is_float:
+            return self.builder.fsub(ir.Constant(a.type, -0.0), a, flags=self.fastmath)
+        return self.builder.neg(a)
+
+    def op_abs(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        if t.is_float:
+            return self.builder.call(self.intrinsic("fabs", a.type), [a])
+        if not t.is_signed:
+            return a
+        negative = self.builder.icmp_signed("<", a, ir.Constant(a.type, 0))
+        return self.builder.select(negative, self.builder.neg(a), a)
+
+    def _math(self, name: str, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        if name in _INTRINSIC_MATH:
+            return self.builder.call(self.intrinsic(name, a.type), [a], fastmath=self.fastmath)
+        return self._libm(name, t, a)
+
+    def op_sqrt(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return self._math("sqrt", t, a)
+
+    def op_sin(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return self._math("sin", t, a)
+
+    def op_cos(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return self._math("cos", t, a)
+
+    def op_tan(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return self._libm("tan", t, a)
+
+    def op_tanh(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return self._libm("tanh", t, a)
+
+    def op_exp(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return self._math("exp", t, a)
+
+    def op_log(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return self._math("log", t, a)
+
+    def op_floor(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return a if not t.is_float else self._math("floor", t, a)
+
+    def op_ceil(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return a if not t.is_float else self._math("ceil", t, a)
+
+    def op_logical_not(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return self.builder.xor(a, ir.Constant(i1, 1))
+
+    def op_bit_not(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        return self.builder.not_(a)
+
+    # --- comparisons and casts -----------------------------------------------------
+
+    def compare(self, name: str, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
+        symbol = _ICMP[name]
+        if t.is_float:
+            if name == "ne":
+                return self.builder.fcmp_unordered(symbol, a, b)
+            return self.builder.fcmp_ordered(symbol, a, b)
+        if t.is_signed:
+            return self.builder.icmp_signed(symbol, a, b)
+        return self.builder.icmp_unsigned(symbol, a, b)
+
+    def cast(self, source: T.ScalarType, target: T.ScalarType, a: ir.Value) -> ir.Value:
+        bl = self.builder
+        to = scalar_type(target)
+        if source == target:
+            return a
+        if target.is_bool:
+            if source.is_float:
+                return bl.fcmp_unordered("!=", a, ir.Constant(a.type, 0.0))
+            return bl.icmp_unsigned("!=", a, ir.Constant(a.type, 0))
+        if source.is_bool:
+            return bl.uitofp(a, to) if target.is_float else bl.zext(a, to)
+        if source.is_float and target.is_float:
+            return bl.fptrunc(a, to) if source.bits > target.bits else bl.fpext(a, to)
+        if source.is_float:
+            name = "fptosi" if target.is_signed else "fptoui"
+            sat = self.function(
+                f"llvm.{name}.sat.i{to.width}.{'f32' if source == T.f32 else 'f64'}", to, [a.type]
+            )
+            return bl.call(sat, [a])
+        if target.is_float:
+            return bl.sitofp(a, to) if source.is_signed else bl.uitofp(a, to)
+        if source.bits > target.bits:
+            return bl.trunc(a, to)
+        if source.bits < target.bits:
+            return bl.sext(a, to) if source.is_signed else bl.zext(a, to)
+        return a

@@ -1,0 +1,100 @@
+"""Scans of the Python AST that the lowering needs before it builds a construct."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+
+
+def _walk_no_functions(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    stack = list(nodes)[::-1]
+    while stack:
+        node = stack.pop()
+        yield node
+        children = [
+            c for c in ast.iter_child_nodes(node)
+            if not isinstance(c, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef))
+        ]
+        stack.extend(reversed(children))
+
+
+def _target_names(target: ast.AST) -> Iterator[str]:
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for elt in target.elts:
+            yield from _target_names(elt)
+    elif isinstance(target, ast.Starred):
+        yield from _target_names(target.value)
+    elif isinstance(target, (ast.Attribute, ast.Subscript)):
+        # v.x = 1 and v[0] = 1 rebind the local v when v is a vector
+        base = target.value
+        while isinstance(base, (ast.Attribute, ast.Subscript)):
+            base = base.value
+        if isinstance(base, ast.Name):
+            yield base.id
+
+
+def assigned_names(nodes: Iterable[ast.AST]) -> list[str]:
+    """Names bound anywhere in ``nodes`` (assignments, loop targets), in first-seen order."""
+    seen: dict[str, None] = {}
+    for node in _walk_no_functions(nodes):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        elif isinstance(node, ast.For):
+            targets = [node.target]
+        elif isinstance(node, ast.NamedExpr):
+            targets = [node.target]
+        for t in targets:
+            for name in _target_names(t):
+                seen.setdefault(name, None)
+    return list(seen)
+
+
+def loaded_names(nodes: Iterable[ast.AST]) -> set[str]:
+    return {
+        n.id for n in _walk_no_functions(nodes)
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    }
+
+
+def _jumps(node: ast.AST, kinds: tuple[type, ...], through_loops: bool) -> bool:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, kinds):
+            return True
+        for c in ast.iter_child_nodes(n):
+            if isinstance(c, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef)):
+                continue
+            if not through_loops and isinstance(c, (ast.For, ast.While)):
+                if ast.Return in kinds:
+                    if _jumps(c, (ast.Return,), True):
+                        return True
+                continue
+            stack.append(c)
+    return False
+
+
+def may_break_or_continue(stmts: Iterable[ast.AST]) -> tuple[bool, bool]:
+    """Whether these statements break or continue the loop that directly contains them."""
+    brk = cont = False
+    for s in stmts:
+        brk = brk or _jumps(s, (ast.Break,), False)
+        cont = cont or _jumps(s, (ast.Continue,), False)
+    return brk, cont
+
+
+def may_return(stmts: Iterable[ast.AST]) -> bool:
+    return any(_jumps(s, (ast.Return,), True) for s in stmts)
+
+
+def stmt_may_jump(stmt: ast.AST) -> tuple[bool, bool, bool]:
+    """(break, continue, return) reachable from inside ``stmt`` for its enclosing loop."""
+    if isinstance(stmt, (ast.For, ast.While)):
+        return False, False, may_return(stmt.body) or may_return(stmt.orelse)
+    brk, cont = may_break_or_continue([stmt])
+    return brk, cont, may_return([stmt])

@@ -1,0 +1,319 @@
+"""Calls in kernels: builtins (one table, mapping each Python object to its lowering),
+type constructors and casts, and calls of ``@kd.func`` functions."""
+
+from __future__ import annotations
+
+import ast
+import builtins as py
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kdsl import builtins as kb
+from kdsl import types as T
+from kdsl.frontend.values import Static, TupleValue
+from kdsl.ir.core import Value
+
+if TYPE_CHECKING:
+    from kdsl.frontend.function import FunctionLowering
+
+Handler = Callable[["FunctionLowering", ast.Call, list], Any]
+BUILTINS: dict[Any, Handler] = {}
+
+
+def builtin(*objects: Any) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        for obj in objects:
+            BUILTINS[obj] = handler
+        return handler
+
+    return register
+
+
+def _arity(lo: FunctionLowering, node: ast.Call, args: list, n: int, name: str) -> None:
+    if len(args) != n:
+        lo.error(f"{name}() takes {n} argument{'s' if n != 1 else ''}, got {len(args)}", node)
+
+
+def _values(lo: FunctionLowering, node: ast.Call, args: list) -> list[Value]:
+    return [lo.value_of(a, node) for a in args]
+
+
+def _unary_math(op_name: str, python_float: bool = False) -> Handler:
+    def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+        _arity(lo, node, args, 1, op_name)
+        (v,) = _values(lo, node, args)
+        weak = lo.is_weak(v) or python_float
+        scalar = T.element_scalar(v.type)
+        if python_float:
+            v = lo.coerce(v, T.f64, node)
+        elif not scalar.is_float and op_name not in ("abs",):
+            target = T.f64
+            v = lo.coerce(v, T.with_element_scalar(v.type, target), node)
+        return lo.mark_weak(lo.op(op_name, v, node=node), weak)
+
+    return handler
+
+
+for _name in ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh", "floor", "ceil"):
+    builtin(getattr(kb, _name), getattr(np, _name))(_unary_math(_name))
+for _name in ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh"):
+    builtin(getattr(math, _name))(_unary_math(_name, python_float=True))
+builtin(kb.abs, py.abs, np.abs, np.absolute)(_unary_math("abs"))
+builtin(math.fabs)(_unary_math("abs", python_float=True))
+
+
+@builtin(math.floor, math.ceil, math.trunc)
+def _python_rounding(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 1, "math rounding")
+    (v,) = _values(lo, node, args)
+    fn = lo.expr(node.func)
+    name = {math.floor: "floor", math.ceil: "ceil", math.trunc: None}[fn.obj]
+    x = lo.coerce(v, T.f64, node)
+    if name:
+        x = lo.op(name, x, node=node)
+    return lo.mark_weak(lo.builder.cast(x, T.i64))
+
+
+def _fold_pairwise(op_name: str) -> Handler:
+    def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+        if len(args) == 1:
+            lo.error(f"{op_name}() of one argument (a reduction over an array) is not supported here", node)
+        if len(args) < 2:
+            lo.error(f"{op_name}() needs at least two arguments", node)
+        values = _values(lo, node, args)
+        result = values[0]
+        for v in values[1:]:
+            result = lo.binary(op_name, result, v, node)
+        return result
+
+    return handler
+
+
+builtin(kb.min, py.min, np.minimum, np.fmin)(_fold_pairwise("min"))
+builtin(kb.max, py.max, np.maximum, np.fmax)(_fold_pairwise("max"))
+
+
+@builtin(kb.pow, py.pow, np.power)
+def _pow(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 2, "pow")
+    a, b = _values(lo, node, args)
+    return lo.binary("pow", a, b, node)
+
+
+@builtin(kb.atan2, np.arctan2, math.atan2)
+def _atan2(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 2, "atan2")
+    a, b = _values(lo, node, args)
+    if not T.element_scalar(a.type).is_float and not T.element_scalar(b.type).is_float:
+        a = lo.mark_weak(lo.coerce(a, T.f64, node), lo.is_weak(a))
+    return lo.binary("atan2", a, b, node)
+
+
+@builtin(kb.clamp)
+def _clamp(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 3, "clamp")
+    x, low, high = _values(lo, node, args)
+    return lo.binary("min", lo.binary("max", x, low, node), high, node)
+
+
+@builtin(kb.where, np.where)
+def _where(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 3, "where")
+    c, a, b = _values(lo, node, args)
+    c = lo.truth(c, node)
+    if isinstance(a.type, T.ScalarType) and isinstance(b.type, T.ScalarType):
+        t, weak = T.promote(a.type, lo.is_weak(a), b.type, lo.is_weak(b))
+    elif a.type == b.type:
+        t, weak = a.type, False
+    else:
+        shaped = a.type if not isinstance(a.type, T.ScalarType) else b.type
+        t, weak = shaped, False
+    return lo.mark_weak(lo.op("select", c, lo.coerce(a, t, node), lo.coerce(b, t, node), node=node), weak)
+
+
+def _python_cast(target: T.ScalarType) -> Handler:
+    def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+        if not args:
+            return lo.constant({T.f64: 0.0, T.i64: 0, T.bool_: False}[target])
+        _arity(lo, node, args, 1, target.name)
+        (v,) = _values(lo, node, args)
+        if not isinstance(v.type, T.ScalarType):
+            lo.error(f"cannot convert {v.type} to a Python {target.name}", node)
+        if target == T.bool_:
+            return lo.truth(v, node)
+        return lo.mark_weak(lo.builder.cast(v, target))
+
+    return handler
+
+
+builtin(py.float)(_python_cast(T.f64))
+builtin(py.int)(_python_cast(T.i64))
+builtin(py.bool)(_python_cast(T.bool_))
+
+
+@builtin(py.len)
+def _len(lo: FunctionLowering, node: ast.Call, args: list) -> Any:
+    _arity(lo, node, args, 1, "len")
+    (x,) = args
+    if isinstance(x, TupleValue):
+        return lo.constant(len(x.items))
+    v = lo.value_of(x, node)
+    if isinstance(v.type, T.ArrayType):
+        return lo.array_dim(v, 0)
+    if isinstance(v.type, T.VectorType):
+        return lo.constant(v.type.size)
+    lo.error(f"len() of a value of type {v.type}", node)
+
+
+@builtin(kb.dot, np.dot)
+def _dot(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 2, "dot")
+    a, b = _same_vectors(lo, node, args, "dot")
+    return lo.op("dot", a, b, node=node)
+
+
+def _same_vectors(lo: FunctionLowering, node: ast.Call, args: list, name: str) -> list[Value]:
+    a, b = _values(lo, node, args)
+    if not isinstance(a.type, T.VectorType) or not isinstance(b.type, T.VectorType):
+        lo.error(f"{name}() needs two vectors, got {a.type} and {b.type}", node)
+    if a.type.size != b.type.size:
+        lo.error(f"{name}() of vectors of different sizes: {a.type} and {b.type}", node)
+    scalar, _ = T.promote(a.type.element, False, b.type.element, False)
+    t = T.vector_type(scalar, a.type.size)
+    return [lo.coerce(a, t, node), lo.coerce(b, t, node)]
+
+
+@builtin(kb.cross, np.cross)
+def _cross(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 2, "cross")
+    a, b = _same_vectors(lo, node, args, "cross")
+    return lo.op("cross", a, b, node=node)
+
+
+@builtin(kb.length)
+def _length(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 1, "length")
+    (v,) = _values(lo, node, args)
+    if not isinstance(v.type, T.VectorType):
+        lo.error(f"length() needs a vector, got {v.type}", node)
+    return lo.op("sqrt", lo.op("dot", v, v), node=node)
+
+
+@builtin(kb.normalize)
+def _normalize(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 1, "normalize")
+    (v,) = _values(lo, node, args)
+    if not isinstance(v.type, T.VectorType):
+        lo.error(f"normalize() needs a vector, got {v.type}", node)
+    norm = lo.op("sqrt", lo.op("dot", v, v))
+    return lo.op("div", v, lo.coerce(norm, v.type, node), node=node)
+
+
+@builtin(kb.outer, np.outer)
+def _outer(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 2, "outer")
+    a, b = _values(lo, node, args)
+    return lo.op("outer", a, b, node=node)
+
+
+@builtin(kb.transpose, np.transpose)
+def _transpose(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 1, "transpose")
+    (m,) = _values(lo, node, args)
+    return lo.op("transpose", m, node=node)
+
+
+@builtin(py.print)
+def _print(lo: FunctionLowering, node: ast.Call, args: list) -> None:
+    parts: list[str | None] = []
+    operands: list[Value] = []
+    for a, arg_node in zip(args, node.args):
+        if isinstance(a, Static) and isinstance(a.obj, str):
+            parts.append(a.obj)
+            continue
+        v = lo.value_of(a, arg_node)
+        if isinstance(v.type, T.ArrayType):
+            lo.error("print() of a whole array is not supported in kernels", arg_node)
+        parts.append(None)
+        operands.append(v)
+    lo.builder.create("print", operands, {"parts": tuple(parts)})
+    return None
+
+
+def _atomic(kind: str) -> Handler:
+    def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+        _arity(lo, node, args, 3, f"atomic_{kind}")
+        array = lo.value_of(args[0], node)
+        if not isinstance(array.type, T.ArrayType):
+            lo.error(f"atomic_{kind}() needs an array first, got {array.type}", node)
+        indices = lo.array_indices(array, node.args[1], node)
+        value = lo.coerce(lo.value_of(args[2], node), array.type.dtype, node)
+        return lo.op("atomic_rmw", array, *indices, value, kind=kind, implicit=False, node=node)
+
+    return handler
+
+
+for _kind in ("add", "sub", "min", "max"):
+    builtin(getattr(kb, f"atomic_{_kind}"))(_atomic(_kind))
+
+
+@builtin(py.range, kb.prange, kb.ndrange)
+def _range_outside_for(lo: FunctionLowering, node: ast.Call, args: list) -> Any:
+    lo.error("range(), kd.prange() and kd.ndrange() may only be iterated by a for loop", node)
+
+
+def _construct(lo: FunctionLowering, node: ast.Call, t: Any, args: list) -> Value:
+    values = _values(lo, node, args)
+    if len(values) == 1 and isinstance(values[0].type, T.ScalarType):
+        return lo.op("splat", lo.coerce(values[0], t.element, node), type=t)
+    if len(values) == 1 and isinstance(values[0].type, (T.VectorType, T.MatrixType)):
+        return lo.coerce(values[0], t, node)
+    scalars: list[Value] = []
+    for v in values:
+        if isinstance(v.type, T.ScalarType):
+            scalars.append(lo.coerce(v, t.element, node))
+        elif isinstance(v.type, T.VectorType):
+            scalars.extend(
+                lo.coerce(lo.op("extract", v, index=k), t.element, node) for k in range(v.type.size)
+            )
+        else:
+            lo.error(f"cannot build {t} from a value of type {v.type}", node)
+    if len(scalars) != t.count:
+        lo.error(f"{t} takes {t.count} components or one value, got {len(scalars)}", node)
+    return lo.op("make_vector", *scalars, type=t)
+
+
+def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
+    """Lowers ``f(args)``: a builtin, a cast or constructor, or a ``@kd.func``."""
+    if node.keywords:
+        lo.error("keyword arguments are not supported in kernel calls", node)
+    callee = lo.expr(node.func)
+    if not isinstance(callee, Static):
+        lo.error("only builtins, types and @kd.func functions can be called in kernels", node)
+    fn = callee.obj
+    args = [lo.expr(a) for a in node.args]
+    if any(isinstance(a, ast.Starred) for a in node.args):
+        lo.error("*args in calls are not supported in kernels", node)
+    if isinstance(fn, T.ScalarType):
+        _arity(lo, node, args, 1, fn.name)
+        v = lo.value_of(args[0], node)
+        if not isinstance(v.type, T.ScalarType):
+            lo.error(f"cannot cast a value of type {v.type} to {fn}", node)
+        return lo.builder.cast(v, fn)
+    if isinstance(fn, (T.VectorType, T.MatrixType)):
+        return _construct(lo, node, fn, args)
+    try:
+        handler = BUILTINS.get(fn)
+    except TypeError:
+        handler = None
+    if handler is not None:
+        return handler(lo, node, args)
+    if getattr(fn, "__kdsl_func__", False):
+        return lo.call_func(fn, args, node)
+    if getattr(fn, "__kdsl_kernel__", False):
+        lo.error(f"kernel '{fn.__name__}' cannot be called from a kernel; make it a @kd.func", node)
+    name = getattr(fn, "__name__", repr(fn))
+    lo.error(f"'{name}' cannot be called in a kernel: decorate it with @kd.func", node)

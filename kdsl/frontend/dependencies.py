@@ -1,0 +1,116 @@
+"""What a kernel's compiled code depends on besides its own source: the funcs it calls
+(transitively) and the Python constants it reads from globals and closures.
+
+Found by a static scan of the AST, so that a warm cache can be checked without lowering.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kdsl.frontend.source import MISSING, read_function
+
+Getter = Callable[[], Any]
+
+
+@dataclass
+class Dependencies:
+    sources: list[str] = field(default_factory=list)
+    constants: list[tuple[str, Getter, Any]] = field(default_factory=list)
+
+    def constants_unchanged(self) -> bool:
+        for _, getter, value in self.constants:
+            try:
+                current = getter()
+            except Exception:  # noqa: BLE001 - a vanished global is a change
+                return False
+            if current is not value and not (type(current) is type(value) and current == value):
+                return False
+        return True
+
+    def key_parts(self) -> list[str]:
+        return self.sources + [f"{name}={type(v).__name__}:{v!r}" for name, _, v in self.constants]
+
+
+def _is_constant(obj: Any) -> bool:
+    return isinstance(obj, (bool, int, float, np.generic)) and not isinstance(obj, str)
+
+
+def _global_getter(fn: Any, name: str) -> Getter:
+    code = fn.__code__
+    if fn.__closure__ and name in code.co_freevars:
+        cell = fn.__closure__[code.co_freevars.index(name)]
+        return lambda: cell.cell_contents
+    namespace = fn.__globals__
+    return lambda: namespace[name]
+
+
+def _attribute_chain(node: ast.Attribute) -> list[str] | None:
+    names = []
+    current: ast.AST = node
+    while isinstance(current, ast.Attribute):
+        names.append(current.attr)
+        current = current.value
+    if not isinstance(current, ast.Name):
+        return None
+    names.append(current.id)
+    return names[::-1]
+
+
+def scan_dependencies(fn: Any) -> Dependencies:
+    """The sources of ``fn`` and its funcs, and the constants they read, in a stable order."""
+    deps = Dependencies()
+    seen: set[Any] = set()
+
+    def visit(function: Any) -> None:
+        if function in seen:
+            return
+        seen.add(function)
+        source = read_function(function)
+        deps.sources.append(source.text)
+        locals_ = {a.arg for a in source.tree.args.args}
+        for node in ast.walk(source.tree):
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    locals_.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        for node in ast.walk(source.tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in locals_:
+                obj = source.lookup(node.id)
+                if obj is MISSING:
+                    continue
+                _note(function, node.id, obj, _global_getter(function, node.id))
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                chain = _attribute_chain(node)
+                if not chain or chain[0] in locals_:
+                    continue
+                obj = source.lookup(chain[0])
+                getter_base = _global_getter(function, chain[0])
+                for attr in chain[1:]:
+                    obj = getattr(obj, attr, MISSING)
+                    if obj is MISSING:
+                        break
+                if obj is not MISSING:
+                    path = chain[1:]
+
+                    def getter(base: Getter = getter_base, path: list[str] = path) -> Any:
+                        value = base()
+                        for attr in path:
+                            value = getattr(value, attr)
+                        return value
+
+                    _note(function, ".".join(chain), obj, getter)
+
+    def _note(function: Any, name: str, obj: Any, getter: Getter) -> None:
+        if _is_constant(obj):
+            deps.constants.append((f"{function.__qualname__}:{name}", getter, obj))
+        elif getattr(obj, "__kdsl_func__", False):
+            visit(obj.py_function)
+
+    visit(fn)
+    return deps

@@ -1,0 +1,369 @@
+"""Lowering of Python expressions to IR values, with NumPy 2 typing and weak literals."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+import numpy as np
+
+from kdsl import types as T
+from kdsl.frontend.lowering import LoweringBase
+from kdsl.frontend.values import Static, TupleValue
+from kdsl.ir.core import Block, Value
+
+_BINOPS: dict[type, str] = {
+    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+    ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "bit_and", ast.BitOr: "bit_or",
+    ast.BitXor: "bit_xor", ast.LShift: "shl", ast.RShift: "shr", ast.MatMult: "matmul",
+}
+_COMPARE: dict[type, str] = {
+    ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge",
+}
+_SYMBOLS = {
+    "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "pow": "**",
+    "bit_and": "&", "bit_or": "|", "bit_xor": "^", "shl": "<<", "shr": ">>", "matmul": "@",
+}
+COMPONENT_NAMES = {"x": 0, "y": 1, "z": 2, "w": 3}
+
+
+class ExpressionLowering(LoweringBase):
+    """Turns expression nodes into IR values (or static objects, tuples)."""
+
+    def expr(self, node: ast.expr) -> Any:
+        method = getattr(self, f"expr_{type(node).__name__}", None)
+        if method is None:
+            self.error(f"unsupported expression: {type(node).__name__}", node)
+        with self.at(node):
+            return method(node)
+
+    def value(self, node: ast.expr) -> Value:
+        return self.value_of(self.expr(node), node)
+
+    # --- leaves ---------------------------------------------------------------------------
+
+    def expr_Constant(self, node: ast.Constant) -> Any:
+        if isinstance(node.value, (bool, int, float)):
+            try:
+                return self.constant(node.value)
+            except OverflowError as exc:
+                self.error(str(exc), node)
+        return Static(node.value)
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        return self.lookup(node.id, node)
+
+    def expr_Tuple(self, node: ast.Tuple) -> TupleValue:
+        return TupleValue(tuple(self.expr(e) for e in node.elts))
+
+    expr_List = expr_Tuple
+
+    # --- arithmetic -----------------------------------------------------------------------
+
+    def expr_BinOp(self, node: ast.BinOp) -> Any:
+        name = _BINOPS.get(type(node.op))
+        if name is None:
+            self.error(f"unsupported operator {type(node.op).__name__}", node)
+        left, right = self.expr(node.left), self.expr(node.right)
+        if isinstance(left, Static) and isinstance(right, Static) and name != "matmul":
+            return self.binary(name, self.value_of(left, node), self.value_of(right, node), node)
+        return self.binary(name, self.value_of(left, node), self.value_of(right, node), node)
+
+    def binary(self, name: str, a: Value, b: Value, node: ast.AST) -> Value:
+        """``a <op> b`` with NumPy's promotion, weak literals, and vector broadcasting."""
+        if name == "matmul":
+            return self.op("matmul", a, b, node=node)
+        if isinstance(a.type, T.ArrayType) or isinstance(b.type, T.ArrayType):
+            self.error(
+                f"whole-array arithmetic ({_SYMBOLS[name]}) is not supported here; "
+                "index the array", node,
+            )
+        sa, sb = T.element_scalar(a.type), T.element_scalar(b.type)
+        weak_a, weak_b = self.is_weak(a), self.is_weak(b)
+        scalar, weak = T.promote(sa, weak_a, sb, weak_b)
+        if name in ("bit_and", "bit_or", "bit_xor", "shl", "shr"):
+            if scalar.is_float:
+                self.error(f"operator {_SYMBOLS[name]} needs integers or bools, got {scalar}", node)
+        elif name == "div" and not scalar.is_float:
+            scalar = T.f64
+        elif name == "pow" and scalar.is_bool:
+            scalar = T.i64
+        elif name in ("add", "sub", "mul", "floordiv", "mod") and scalar.is_bool:
+            if name == "add" or name == "mul" or name == "sub":
+                scalar = T.i64 if name != "sub" else scalar
+            if name == "sub":
+                self.error("subtracting bools is not supported; convert them with int()", node)
+        shape_type = self._broadcast_shape(a.type, b.type, node)
+        target = scalar if shape_type is None else T.with_element_scalar(shape_type, scalar)
+        if name == "pow" and self._is_small_int_constant(b):
+            return self.mark_weak(self._power_by_squaring(self.coerce(a, target, node), b), weak)
+        result = self.op(name, self.coerce(a, target, node), self.coerce(b, target, node), node=node)
+        return self.mark_weak(result, weak)
+
+    def _broadcast_shape(self, ta: Any, tb: Any, node: ast.AST) -> Any:
+        shaped = [t for t in (ta, tb) if isinstance(t, (T.VectorType, T.MatrixType))]
+        if not shaped:
+            return None
+        if len(shaped) == 2 and ta.shape != tb.shape:
+            self.error(f"shapes differ: {ta} and {tb}", node)
+        return shaped[0]
+
+    def _is_small_int_constant(self, v: Value) -> bool:
+        owner = self._defining_constant(v)
+        return owner is not None and isinstance(owner, int) and not isinstance(owner, bool) and (
+            0 <= owner <= 8
+        )
+
+    def _defining_constant(self, v: Value) -> Any:
+        return self.builder.known_constants.get(v)
+
+    def _power_by_squaring(self, base: Value, exponent: Value) -> Value:
+        n = self._defining_constant(exponent)
+        if n == 0:
+            return self.coerce(self.constant(1, T.element_scalar(base.type)), base.type, None)
+        result: Value | None = None
+        square = base
+        while n:
+            if n & 1:
+                result = square if result is None else self.op("mul", result, square)
+            n >>= 1
+            if n:
+                square = self.op("mul", square, square)
+        assert result is not None
+        return result
+
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        v = self.value(node.operand)
+        weak = self.is_weak(v)
+        if isinstance(node.op, ast.Not):
+            return self.op("logical_not", self.truth(v, node), node=node)
+        if isinstance(node.op, ast.UAdd):
+            return v
+        if isinstance(node.op, ast.USub):
+            if v.type == T.bool_:
+                self.error("negating a bool is not supported; convert it with int()", node)
+            return self.mark_weak(self.op("neg", v, node=node), weak)
+        if isinstance(node.op, ast.Invert):
+            if v.type == T.bool_:
+                return self.op("logical_not", v, node=node)
+            if not isinstance(v.type, T.ScalarType) or v.type.is_float:
+                self.error(f"operator ~ needs an integer, got {v.type}", node)
+            return self.mark_weak(self.op("bit_not", v, node=node), weak)
+        self.error(f"unsupported unary operator {type(node.op).__name__}", node)
+
+    def compare(self, name: str, a: Value, b: Value, node: ast.AST) -> Value:
+        if not isinstance(a.type, T.ScalarType) or not isinstance(b.type, T.ScalarType):
+            self.error(f"comparison of {a.type} and {b.type}: only scalars compare", node)
+        scalar, _ = T.promote(a.type, self.is_weak(a), b.type, self.is_weak(b))
+        return self.op(name, self.coerce(a, scalar, node), self.coerce(b, scalar, node), node=node)
+
+    def expr_Compare(self, node: ast.Compare) -> Any:
+        # a < b < c is (a < b) and (b < c), with b evaluated once and c only if needed
+        left = self.value(node.left)
+        pieces = list(zip(node.ops, node.comparators))
+        return self._compare_chain(left, pieces, node)
+
+    def _compare_chain(self, left: Value, pieces: list, node: ast.Compare) -> Value:
+        op, right_node = pieces[0]
+        name = _COMPARE.get(type(op))
+        if name is None:
+            self.error(f"unsupported comparison {type(op).__name__}", node)
+        right = self.value(right_node)
+        result = self.compare(name, left, right, node)
+        if len(pieces) == 1:
+            return result
+        return self.conditional_value(
+            result, lambda: self._compare_chain(right, pieces[1:], node),
+            lambda: self.constant(False, T.bool_), node,
+        )
+
+    def expr_BoolOp(self, node: ast.BoolOp) -> Any:
+        is_and = isinstance(node.op, ast.And)
+
+        def chain(values: list[ast.expr]) -> Value:
+            first = self.value(values[0])
+            if first.type != T.bool_:
+                self.error(
+                    f"'{'and' if is_and else 'or'}' needs bool operands (comparisons), "
+                    f"got {first.type}", values[0],
+                )
+            if len(values) == 1:
+                return first
+            rest = lambda: chain(values[1:])  # noqa: E731
+            fixed = lambda: self.constant(not is_and, T.bool_)  # noqa: E731
+            if is_and:
+                return self.conditional_value(first, rest, fixed, node)
+            return self.conditional_value(first, fixed, rest, node)
+
+        return chain(node.values)
+
+    def expr_IfExp(self, node: ast.IfExp) -> Any:
+        cond = self.truth(self.value(node.test), node.test)
+        return self.conditional_value(
+            cond, lambda: self.value(node.body), lambda: self.value(node.orelse), node
+        )
+
+    def conditional_value(self, cond: Value, then_fn: Any, else_fn: Any, node: ast.AST) -> Value:
+        """An ``if`` op with one result; each branch is lowered only into its own region."""
+        then_block, else_block = Block(), Block()
+        with self.builder.at(then_block):
+            then_value = then_fn()
+        with self.builder.at(else_block):
+            else_value = else_fn()
+        weak_then, weak_else = self.is_weak(then_value), self.is_weak(else_value)
+        if isinstance(then_value.type, T.ScalarType) and isinstance(else_value.type, T.ScalarType):
+            t, weak = T.promote(then_value.type, weak_then, else_value.type, weak_else)
+        elif then_value.type == else_value.type:
+            t, weak = then_value.type, False
+        else:
+            self.error(f"branches give different types: {then_value.type} and {else_value.type}", node)
+        with self.builder.at(then_block):
+            self.builder.create("yield", [self.coerce(then_value, t, node)])
+        with self.builder.at(else_block):
+            self.builder.create("yield", [self.coerce(else_value, t, node)])
+        op = self.builder.create("if", [cond], {"types": [t]}, [then_block, else_block], [t])
+        return self.mark_weak(op.result, weak)
+
+    # --- attributes and subscripts ---------------------------------------------------
+
+    def expr_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.expr(node.value)
+        attr = node.attr
+        if isinstance(base, Static):
+            try:
+                return Static(getattr(base.obj, attr))
+            except AttributeError:
+                self.error(f"{base.obj!r} has no attribute '{attr}'", node)
+        v = self.value_of(base, node)
+        t = v.type
+        if isinstance(t, T.ArrayType):
+            if attr == "shape":
+                return TupleValue(tuple(self.array_dim(v, k) for k in range(t.ndim)))
+            if attr == "ndim":
+                return self.constant(t.ndim)
+            if attr == "T" and t.ndim == 1:
+                return v
+            self.error(f"arrays have no attribute '{attr}' in kernels", node)
+        if isinstance(t, T.VectorType) and attr in COMPONENT_NAMES:
+            index = COMPONENT_NAMES[attr]
+            if index >= t.size:
+                self.error(f"{t} has no component '{attr}'", node)
+            return self.op("extract", v, index=index)
+        if isinstance(t, T.MatrixType) and attr == "T":
+            return self.op("transpose", v)
+        self.error(f"a value of type {t} has no attribute '{attr}'", node)
+
+    def array_dim(self, array: Value, axis: int) -> Value:
+        return self.mark_weak(self.op("array_dim", array, axis=axis))
+
+    def index_values(self, node: ast.expr) -> list[Any]:
+        if isinstance(node, ast.Tuple):
+            return [self.expr(e) for e in node.elts]
+        index = self.expr(node)
+        if isinstance(index, TupleValue):
+            return list(index.items)
+        return [index]
+
+    def array_indices(self, array: Value, index_node: ast.expr, node: ast.AST) -> list[Value]:
+        t = array.type
+        assert isinstance(t, T.ArrayType)
+        items = self.index_values(index_node)
+        if any(isinstance(i, Static) and isinstance(i.obj, slice) for i in items) or isinstance(
+            index_node, ast.Slice
+        ):
+            self.error("array slices are not supported in this position", node)
+        if len(items) != t.ndim:
+            self.error(f"this array has {t.ndim} axes; index all {t.ndim} of them, got {len(items)}", node)
+        indices = []
+        for axis, item in enumerate(items):
+            v = self.value_of(item, index_node)
+            if not isinstance(v.type, T.ScalarType) or v.type.is_float:
+                self.error(f"array index on axis {axis} must be an integer, got {v.type}", index_node)
+            literal = self._defining_constant(v)
+            v = self.builder.cast(v, T.i64)
+            if isinstance(literal, int) and literal < 0:
+                v = self.op("add", v, self.array_dim(array, axis))
+            indices.append(v)
+        return indices
+
+    def expr_Subscript(self, node: ast.Subscript) -> Any:
+        if isinstance(node.slice, ast.Slice):
+            self.error("slices are not supported here", node)
+        base = self.expr(node.value)
+        if isinstance(base, TupleValue):
+            index = self.expr(node.slice)
+            literal = self._static_int(index)
+            if literal is None:
+                self.error("a tuple can only be indexed by a constant", node)
+            try:
+                return base.items[literal]
+            except IndexError:
+                self.error(f"tuple index {literal} out of range", node)
+        v = self.value_of(base, node)
+        t = v.type
+        if isinstance(t, T.ArrayType):
+            indices = self.array_indices(v, node.slice, node)
+            return self.op("array_load", v, *indices, node=node)
+        if isinstance(t, (T.VectorType, T.MatrixType)):
+            return self.component(v, node.slice, node)
+        self.error(f"a value of type {t} cannot be indexed", node)
+
+    def _static_int(self, x: Any) -> int | None:
+        if isinstance(x, Static) and isinstance(x.obj, (int, np.integer)):
+            return int(x.obj)
+        if isinstance(x, Value):
+            c = self._defining_constant(x)
+            if isinstance(c, int) and not isinstance(c, bool):
+                return c
+        return None
+
+    def component_index(self, t: Any, index_node: ast.expr, node: ast.AST) -> int | Value:
+        items = self.index_values(index_node)
+        if isinstance(t, T.VectorType):
+            if len(items) != 1:
+                self.error(f"{t} takes one index", node)
+            k = self._static_int(items[0])
+            if k is None:
+                return self.builder.cast(self.value_of(items[0], node), T.i64)
+            if not -t.size <= k < t.size:
+                self.error(f"index {k} is out of range for {t}", node)
+            return k % t.size
+        if len(items) != 2:
+            self.error(f"{t} takes two indices [row, column]", node)
+        i, j = (self._static_int(x) for x in items)
+        if i is None or j is None:
+            self.error("matrix indices must be constants", node)
+        if not (0 <= i < t.rows and 0 <= j < t.cols):
+            self.error(f"index [{i}, {j}] is out of range for {t}", node)
+        return i * t.cols + j
+
+    def component(self, v: Value, index_node: ast.expr, node: ast.AST) -> Value:
+        t = v.type
+        if isinstance(t, T.MatrixType) and not isinstance(index_node, ast.Tuple):
+            row = self._static_int(self.expr(index_node))
+            if row is None or not 0 <= row < t.rows:
+                self.error(f"matrix row index must be a constant in range for {t}", node)
+            parts = [self.op("extract", v, index=row * t.cols + c) for c in range(t.cols)]
+            return self.op("make_vector", *parts, type=T.vector_type(t.element, t.cols))
+        k = self.component_index(t, index_node, node)
+        if isinstance(k, int):
+            return self.op("extract", v, index=k)
+        result = self.op("extract", v, index=0)
+        for c in range(1, t.size):
+            hit = self.op("eq", k, self.constant(c, T.i64))
+            result = self.op("select", hit, self.op("extract", v, index=c), result)
+        return result
+
+    # --- calls --------------------------------------------------------------------------
+
+    def expr_Call(self, node: ast.Call) -> Any:
+        from kdsl.frontend.calls import lower_call
+
+        return lower_call(self, node)
+
+    def expr_JoinedStr(self, node: ast.JoinedStr) -> Any:
+        self.error("f-strings are not supported in kernels; pass values to print()", node)
+
+
+def is_python_number(x: Any) -> bool:
+    return isinstance(x, (bool, int, float, np.generic))

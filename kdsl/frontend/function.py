@@ -1,0 +1,220 @@
+"""Lowering a whole kernel or func: parameters, body, returns, and type inference.
+
+Locals' types are inferred by lowering until the assumed types agree with the types
+assignments produce (usually once; a second time when a local such as ``s = 0``
+later receives an f32).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from typing import Any
+
+from kdsl import types as T
+from kdsl.errors import CompileError
+from kdsl.frontend.analysis import assigned_names
+from kdsl.frontend.lowering import CompileContext
+from kdsl.frontend.scope import TypeTable, VariableType
+from kdsl.frontend.source import FunctionSource, read_function
+from kdsl.frontend.statements import RETURN_FLAG, StatementLowering
+from kdsl.frontend.values import Static, TupleValue
+from kdsl.ir.core import Block, Function, Value
+
+MAX_TYPE_ROUNDS = 6
+
+
+class FunctionLowering(StatementLowering):
+    """Lowers one function's AST to an IR ``Function``."""
+
+    def __init__(
+        self, source: FunctionSource, context: CompileContext, types: TypeTable, is_kernel: bool
+    ) -> None:
+        super().__init__(source, context, types, is_kernel)
+        tree = source.tree
+        self.loaded_counts = Counter(
+            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        )
+        self.local_names = set(assigned_names(tree.body)) | {a.arg for a in tree.args.args}
+        self.assumptions: dict[str, VariableType] = {}
+        self.loop_depth_counter = 0
+        self.return_arity: int | None = None
+        body = tree.body
+        self.uses_return_flag = any(
+            isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)
+        ) or (bool(body) and not isinstance(body[-1], ast.Return) and any(
+            isinstance(n, ast.Return) for n in ast.walk(body[-1])
+        ))
+
+    def lower(self, params: list[VariableType], name: str) -> Function:
+        tree = self.source.tree
+        args = tree.args
+        if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
+            self.error("kernels take plain positional parameters only", tree)
+        for p, vt in zip(args.args, params):
+            v = Value(vt.type, p.arg)
+            self.body.args.append(v)
+            self.mark_weak(v, vt.weak)
+            self.env[p.arg] = v
+        self.builder.location = self.source.location(tree)
+        if self.uses_return_flag:
+            self.env[RETURN_FLAG] = self.constant(False, T.bool_)
+            arity = self._return_arity()
+            for k in range(arity):
+                self.env[f"$result{k}"] = self.placeholder(f"$result{k}")
+        self.block(tree.body)
+        results = self._collect_results(tree)
+        self.builder.location = self.source.location(tree.body[-1] if tree.body else tree)
+        self.builder.create("return", results)
+        return Function(
+            name, self.body, [v.type for v in results], self.is_kernel,
+            self.source.location(tree), [a.arg for a in args.args],
+        )
+
+    def _return_arity(self) -> int:
+        for n in ast.walk(self.source.tree):
+            if isinstance(n, ast.Return) and n.value is not None:
+                return len(n.value.elts) if isinstance(n.value, ast.Tuple) else 1
+        return 0
+
+    def _collect_results(self, tree: ast.FunctionDef) -> list[Value]:
+        results = []
+        k = 0
+        while f"$result{k}" in self.env:
+            v = self.env[f"$result{k}"]
+            if v in self.placeholders:
+                self.needs_rebuild = True
+            results.append(v)
+            k += 1
+        return results
+
+    def result_types(self) -> list[VariableType]:
+        types = []
+        k = 0
+        while f"$result{k}" in self.env:
+            v = self.env[f"$result{k}"]
+            types.append(self.types.observed.get(f"$result{k}") or self.variable_type(v))
+            k += 1
+        return types
+
+    def settled(self) -> bool:
+        if self.needs_rebuild:
+            return False
+        observed = self.types.observed
+        for name, vt in self.assumptions.items():
+            if observed.get(name, vt) != vt:
+                return False
+        return True
+
+    # --- calls of funcs -------------------------------------------------------------
+
+    def call_func(self, fn: Any, args: list[Any], node: ast.Call) -> Any:
+        source = read_function(fn.py_function)
+        params = source.tree.args.args
+        if len(args) != len(params):
+            self.error(f"{source.name}() takes {len(params)} arguments, got {len(args)}", node)
+        values = []
+        for a, p in zip(args, params):
+            v = self.value_of(a, node)
+            annotation = _annotation(source, p)
+            if annotation is not None:
+                if isinstance(annotation, T.ArrayType):
+                    if not isinstance(v.type, T.ArrayType) or v.type.dtype != annotation.dtype or (
+                        v.type.ndim != annotation.ndim
+                    ):
+                        self.error(
+                            f"argument '{p.arg}' of {source.name}() expects {annotation}, got {v.type}",
+                            node,
+                        )
+                else:
+                    v = self.coerce(v, annotation, node)
+                    self.weak.discard(v)
+            values.append(v)
+        key = (fn, tuple(v.type for v in values), tuple(self.is_weak(v) for v in values))
+        context = self.context
+        if key in context.in_progress:
+            self.error(f"recursive call of {source.name}() is not supported", node)
+        if key not in context.funcs:
+            context.in_progress.add(key)
+            try:
+                name = f"{source.name}.{len(context.funcs)}"
+                params_vt = [VariableType(v.type, self.is_weak(v)) for v in values]
+                function, result_types = lower_function(source, params_vt, context, False, name)
+            finally:
+                context.in_progress.discard(key)
+            context.funcs[key] = function
+            context.func_results[key] = result_types
+        function = context.funcs[key]
+        result_types = context.func_results[key]
+        op = self.builder.create(
+            "call", values, {"callee": function.name, "types": [vt.type for vt in result_types]},
+            result_types=[vt.type for vt in result_types],
+        )
+        for r, vt in zip(op.results, result_types):
+            self.mark_weak(r, vt.weak)
+        if not op.results:
+            return Static(None)
+        if len(op.results) == 1:
+            return op.results[0]
+        return TupleValue(tuple(op.results))
+
+
+def _annotation(source: FunctionSource, param: ast.arg) -> Any:
+    """The kdsl type a parameter is annotated with, or None."""
+    annotation = source.function.__annotations__.get(param.arg)
+    if annotation is None:
+        return None
+    if isinstance(annotation, str):
+        raise CompileError(
+            f"parameter '{param.arg}' has a string annotation; kdsl needs the type object",
+            source.location(param),
+        )
+    if isinstance(annotation, T.ArrayType):
+        return annotation
+    try:
+        return T.as_element_type(annotation)
+    except TypeError:
+        raise CompileError(
+            f"parameter '{param.arg}' is annotated with {annotation!r}, which is not a kdsl type",
+            source.location(param),
+        ) from None
+
+
+def parameter_annotations(fn: Any) -> list[Any]:
+    source = read_function(fn)
+    return [_annotation(source, p) for p in source.tree.args.args]
+
+
+def lower_function(
+    source: FunctionSource,
+    params: list[VariableType],
+    context: CompileContext,
+    is_kernel: bool,
+    name: str,
+) -> tuple[Function, list[VariableType]]:
+    """Lowers ``source`` for these parameter types, iterating until local types settle."""
+    context.sources[source.name] = source.text
+    assumed: dict[str, VariableType] = {}
+    for _ in range(MAX_TYPE_ROUNDS):
+        types = TypeTable(assumed)
+        lowering = FunctionLowering(source, context, types, is_kernel)
+        function = lowering.lower(params, name)
+        if lowering.settled():
+            return function, lowering.result_types()
+        assumed = dict(types.observed)
+    raise CompileError(
+        f"the types of the locals of {source.name}() do not settle", source.location(source.tree)
+    )
+
+
+def lower_kernel(
+    fn: Any, params: list[VariableType], debug: bool = False
+) -> tuple[Function, CompileContext, list[VariableType]]:
+    source = read_function(fn)
+    context = CompileContext(debug=debug)
+    function, results = lower_function(source, params, context, True, source.name)
+    return function, context, results
+
+
+def empty_block() -> Block:
+    return Block()

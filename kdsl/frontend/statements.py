@@ -1,0 +1,632 @@
+"""Lowering of statements, and of Python control flow to structured regions.
+
+``break``, ``continue`` and early ``return`` become boolean locals (flags): the
+statements after one that may jump are guarded by ``if not flag``, and a loop that may
+break or return becomes a ``while`` whose condition also tests the flags. Every later
+pass sees only structured regions.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from kdsl import builtins as kb
+from kdsl import types as T
+from kdsl.frontend.analysis import (
+    assigned_names,
+    may_break_or_continue,
+    may_return,
+    stmt_may_jump,
+)
+from kdsl.frontend.expressions import COMPONENT_NAMES, ExpressionLowering
+from kdsl.frontend.lowering import LoopFrame
+from kdsl.frontend.scope import VariableType
+from kdsl.frontend.values import IterationSpace, Static, TupleValue
+from kdsl.ir.core import Block, Value
+
+RETURN_FLAG = "$return"
+_AUG_REDUCTIONS = {ast.Add: "add", ast.Sub: "add", ast.Mult: "mul"}
+_AUG_OPS = {
+    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+    ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "bit_and", ast.BitOr: "bit_or",
+    ast.BitXor: "bit_xor", ast.LShift: "shl", ast.RShift: "shr", ast.MatMult: "matmul",
+}
+
+
+class StatementLowering(ExpressionLowering):
+    """Turns statement lists into ops, building structured control flow."""
+
+    # --- statement lists with jumps -----------------------------------------------------
+
+    def block(self, stmts: list[ast.stmt]) -> None:
+        for k, stmt in enumerate(stmts):
+            self.stmt(stmt)
+            if isinstance(stmt, (ast.Break, ast.Continue, ast.Return)):
+                return  # the rest of this block is unreachable
+            flags = self._flags_set_by(stmt)
+            if flags and k + 1 < len(stmts):
+                rest = stmts[k + 1:]
+                guard = self._none_set(flags, stmt)
+                self.if_statement(guard, lambda: self.block(rest), lambda: None, rest[0])
+                return
+
+    def _flags_set_by(self, stmt: ast.stmt) -> list[str]:
+        brk, cont, ret = stmt_may_jump(stmt)
+        flags = []
+        frame = self.loops[-1] if self.loops else None
+        if brk and frame and frame.break_flag:
+            flags.append(frame.break_flag)
+        if cont and frame and frame.continue_flag:
+            flags.append(frame.continue_flag)
+        if ret and self.uses_return_flag:
+            flags.append(RETURN_FLAG)
+        return flags
+
+    def _none_set(self, flags: list[str], node: ast.AST) -> Value:
+        any_set = self.env[flags[0]]
+        for f in flags[1:]:
+            any_set = self.op("bit_or", any_set, self.env[f])
+        return self.op("logical_not", any_set)
+
+    def stmt(self, node: ast.stmt) -> None:
+        method = getattr(self, f"stmt_{type(node).__name__}", None)
+        if method is None:
+            self.error(f"unsupported statement: {type(node).__name__}", node)
+        with self.at(node):
+            method(node)
+
+    # --- simple statements ----------------------------------------------------------------
+
+    def stmt_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def stmt_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring
+        self.expr(node.value)
+
+    def stmt_Assign(self, node: ast.Assign) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self.store(target, value, node)
+
+    def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if not isinstance(node.target, ast.Name):
+            self.error("annotated assignment needs a plain name", node)
+        annotation = self.expr(node.annotation)
+        t = getattr(annotation, "obj", None)
+        if t in (float, int, bool):
+            t = T.as_element_type(t)
+        if not isinstance(t, (T.ScalarType, T.VectorType, T.MatrixType)):
+            self.error("a local's annotation must be a kdsl scalar, vector or matrix type", node)
+        self.types.fixed[node.target.id] = VariableType(t, False)
+        if node.value is not None:
+            self.store(node.target, self.expr(node.value), node)
+
+    def stmt_AugAssign(self, node: ast.AugAssign) -> None:
+        op_name = _AUG_OPS.get(type(node.op))
+        if op_name is None:
+            self.error(f"unsupported augmented assignment {type(node.op).__name__}", node)
+        target = node.target
+        if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Slice):
+            base = self.value(target.value)
+            if isinstance(base.type, T.ArrayType):
+                self.array_update(base, target, op_name, self.value(node.value), node)
+                return
+        if isinstance(target, ast.Name):
+            current = self.value_of(self.lookup(target.id, target), target)
+        else:
+            current = self.value(target)
+        self.store(target, self.binary(op_name, current, self.value(node.value), node), node)
+
+    def array_update(
+        self, array: Value, target: ast.Subscript, op_name: str, value: Value, node: ast.AST
+    ) -> None:
+        """``a[idx] op= v``: atomic inside a parallel loop for += and -=."""
+        assert isinstance(array.type, T.ArrayType)
+        indices = self.array_indices(array, target.slice, node)
+        if self.parallel_depth > 0 and op_name in ("add", "sub"):
+            v = self.coerce(value, array.type.dtype, node)
+            self.op("atomic_rmw", array, *indices, v, kind=op_name, implicit=True, node=node)
+            return
+        old = self.op("array_load", array, *indices, node=node)
+        new = self.binary(op_name, old, value, node)
+        self.builder.create("array_store", [array, *indices, self.coerce(new, array.type.dtype, node)])
+
+    def store(self, target: ast.expr, value: Any, node: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            self.assign(target.id, value, node)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            if not isinstance(value, TupleValue):
+                self.error("only tuples (such as a.shape) can be unpacked", node)
+            if len(value.items) != len(target.elts):
+                self.error(
+                    f"cannot unpack {len(value.items)} values into {len(target.elts)} names", node
+                )
+            for t, v in zip(target.elts, value.items):
+                self.store(t, v, node)
+        elif isinstance(target, ast.Subscript):
+            self.store_subscript(target, value, node)
+        elif isinstance(target, ast.Attribute):
+            self.store_component(target.value, COMPONENT_NAMES.get(target.attr), value, target)
+        else:
+            self.error(f"cannot assign to {type(target).__name__}", node)
+
+    def store_subscript(self, target: ast.Subscript, value: Any, node: ast.AST) -> None:
+        if isinstance(target.slice, ast.Slice):
+            self.error("slice assignment is not supported here", node)
+        base = self.value(target.value)
+        v = self.value_of(value, node)
+        if isinstance(base.type, T.ArrayType):
+            indices = self.array_indices(base, target.slice, node)
+            stored = self.coerce(v, base.type.dtype, node)
+            self.builder.create("array_store", [base, *indices, stored])
+            return
+        if isinstance(base.type, (T.VectorType, T.MatrixType)):
+            k = self.component_index(base.type, target.slice, node)
+            self.store_component(target.value, k, v, target)
+            return
+        self.error(f"a value of type {base.type} cannot be assigned into", node)
+
+    def store_component(self, base_node: ast.expr, k: Any, value: Any, node: ast.AST) -> None:
+        if not isinstance(base_node, ast.Name):
+            self.error("only a local vector's components can be assigned", node)
+        base = self.value_of(self.lookup(base_node.id, base_node), base_node)
+        if not isinstance(base.type, (T.VectorType, T.MatrixType)) or k is None:
+            self.error(f"a value of type {base.type} has no such component to assign", node)
+        element = self.coerce(self.value_of(value, node), base.type.element, node)
+        if isinstance(k, Value):
+            updated = base
+            for c in range(base.type.size):
+                hit = self.op("eq", k, self.constant(c, T.i64))
+                inserted = self.op("insert", base, element, index=c)
+                updated = self.op("select", hit, inserted, updated)
+        else:
+            updated = self.op("insert", base, element, index=k)
+        self.assign(base_node.id, updated, node)
+
+    def stmt_Assert(self, node: ast.Assert) -> None:
+        if not self.context.debug:
+            return
+        cond = self.truth(self.value(node.test), node.test)
+        message = ""
+        if node.msg is not None:
+            msg = self.expr(node.msg)
+            if not (isinstance(msg, Static) and isinstance(msg.obj, str)):
+                self.error("an assert message must be a string literal", node.msg)
+            message = msg.obj
+        self.builder.create("assert", [cond], {"message": message})
+
+    # --- jumps ----------------------------------------------------------------------------
+
+    def stmt_Break(self, node: ast.Break) -> None:
+        frame = self.loops[-1] if self.loops else None
+        if frame is None:
+            self.error("'break' outside a loop", node)
+        if frame.parallel:
+            self.error("'break' directly inside a parallel loop: iterations have no order to stop", node)
+        assert frame.break_flag
+        self.env[frame.break_flag] = self.constant(True, T.bool_)
+
+    def stmt_Continue(self, node: ast.Continue) -> None:
+        frame = self.loops[-1] if self.loops else None
+        if frame is None:
+            self.error("'continue' outside a loop", node)
+        assert frame.continue_flag
+        self.env[frame.continue_flag] = self.constant(True, T.bool_)
+
+    def stmt_Return(self, node: ast.Return) -> None:
+        if self.parallel_depth > 0:
+            self.error("'return' inside a parallel loop: iterations run concurrently", node)
+        if node.value is None:
+            values: list[Any] = []
+        else:
+            result = self.expr(node.value)
+            values = list(result.items) if isinstance(result, TupleValue) else [result]
+        values = [self.value_of(v, node) for v in values]
+        if self.return_arity is None:
+            self.return_arity = len(values)
+        elif self.return_arity != len(values):
+            self.error("every return of a function must give the same number of values", node)
+        for k, v in enumerate(values):
+            name = f"$result{k}"
+            if self.uses_return_flag:
+                self.assign(name, v, node)
+            else:
+                self.types.observe(name, self.variable_type(v))
+                self.env[name] = v
+        if self.uses_return_flag:
+            self.env[RETURN_FLAG] = self.constant(True, T.bool_)
+
+    # --- if -------------------------------------------------------------------------------
+
+    def stmt_If(self, node: ast.If) -> None:
+        test = self.expr(node.test)
+        if isinstance(test, Static):  # a compile-time condition picks one branch
+            self.block(node.body if test.obj else node.orelse)
+            return
+        cond = self.truth(self.value_of(test, node.test), node.test)
+        self.if_statement(cond, lambda: self.block(node.body), lambda: self.block(node.orelse), node)
+
+    def if_statement(
+        self, cond: Value, then_fn: Callable[[], None], else_fn: Callable[[], None], node: ast.AST
+    ) -> None:
+        before = dict(self.env)
+        then_block, else_block = Block(), Block()
+        with self.builder.at(then_block):
+            then_fn()
+        then_env, self.env = self.env, dict(before)
+        with self.builder.at(else_block):
+            else_fn()
+        else_env = self.env
+        merged = []
+        for name in list(then_env) + [n for n in else_env if n not in then_env]:
+            tv, ev = then_env.get(name), else_env.get(name)
+            if tv is before.get(name) and ev is before.get(name):
+                continue
+            if isinstance(tv, Value) and isinstance(ev, Value):
+                merged.append(name)
+            elif tv is not None and tv is ev:
+                before[name] = tv
+        types = []
+        for name in merged:
+            t, weak = self.merged_type(name, [then_env[name], else_env[name]], node)
+            self.note_assumption(name, VariableType(t, weak))
+            types.append((t, weak))
+        with self.builder.at(then_block):
+            self.builder.create("yield", [self.coerce(then_env[n], t, node) for n, (t, _) in zip(merged, types)])
+        with self.builder.at(else_block):
+            self.builder.create("yield", [self.coerce(else_env[n], t, node) for n, (t, _) in zip(merged, types)])
+        op = self.builder.create(
+            "if", [cond], {"types": [t for t, _ in types]}, [then_block, else_block],
+            [t for t, _ in types],
+        )
+        self.env = before
+        for name, result, (_, weak) in zip(merged, op.results, types):
+            result.name_hint = name if name.isidentifier() else ""
+            self.env[name] = self.mark_weak(result, weak)
+
+    def note_assumption(self, name: str, vt: VariableType) -> None:
+        """Records a type chosen without a declaration; a later mismatch forces a rebuild."""
+        if self.types.declared(name) is None and not name.startswith("$"):
+            self.assumptions[name] = vt
+
+    # --- loops ----------------------------------------------------------------------------
+
+    def stmt_While(self, node: ast.While) -> None:
+        if node.orelse:
+            self.error("'while ... else' is not supported", node)
+        brk, cont = may_break_or_continue(node.body)
+        self.loop_depth_counter += 1
+        depth = self.loop_depth_counter
+        frame = LoopFrame(f"$break{depth}" if brk else None, f"$continue{depth}" if cont else None,
+                          False, depth)
+        if frame.break_flag:
+            self.env[frame.break_flag] = self.constant(False, T.bool_)
+        returns = self.uses_return_flag and may_return(node.body)
+
+        def condition() -> Value:
+            cond = self.truth(self.value(node.test), node.test)
+            return self._and_not_flags(cond, frame, returns)
+
+        extra = [frame.break_flag] if frame.break_flag else []
+        self.while_loop(
+            node, frame, condition, lambda: self.loop_body(node.body, frame), extra, returns
+        )
+        if frame.break_flag:
+            del self.env[frame.break_flag]
+
+    def _and_not_flags(self, cond: Value, frame: LoopFrame, returns: bool) -> Value:
+        for flag in ([frame.break_flag] if frame.break_flag else []) + ([RETURN_FLAG] if returns else []):
+            cond = self.op("bit_and", cond, self.op("logical_not", self.env[flag]))
+        return cond
+
+    def loop_body(self, body: list[ast.stmt], frame: LoopFrame) -> None:
+        self.loops.append(frame)
+        if frame.continue_flag:
+            self.env[frame.continue_flag] = self.constant(False, T.bool_)
+        self.block(body)
+        if frame.continue_flag:
+            del self.env[frame.continue_flag]
+        self.loops.pop()
+
+    def carried_names(self, body: list[ast.stmt], extra: list[str], returns: bool) -> list[str]:
+        """Locals a loop carries: assigned in it and defined before or read after it."""
+        inside = Counter(
+            n.id for s in body for n in ast.walk(s)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+        )
+        names = []
+        for name in assigned_names(body):
+            if self._is_array(name):
+                continue
+            if isinstance(self.env.get(name), Value):
+                names.append(name)
+            elif name not in self.env and self.loaded_counts[name] > inside[name]:
+                names.append(name)
+        names += [n for n in extra if isinstance(self.env.get(n), Value) and n not in names]
+        if returns:
+            names += [n for n in self.env if n.startswith("$result") or n == RETURN_FLAG]
+        return names
+
+    def loop_initial_values(self, names: list[str]) -> list[Value]:
+        values = []
+        for name in names:
+            v = self.env.get(name)
+            if not isinstance(v, Value):
+                v = self.placeholder(name)
+            declared = self.types.declared(name)
+            if declared is not None:
+                v = self.coerce(v, declared.type, None)
+            else:
+                self.note_assumption(name, self.variable_type(v))
+            values.append(v)
+        return values
+
+    def while_loop(
+        self, node: ast.AST, frame: LoopFrame, condition: Callable[[], Value],
+        body: Callable[[], None], extra: list[str], returns: bool,
+    ) -> None:
+        body_nodes = node.body if isinstance(node, (ast.While, ast.For)) else []
+        names = self.carried_names(body_nodes, extra, returns)
+        inits = self.loop_initial_values(names)
+        weak = [self.is_weak(v) for v in inits]
+        before_block = Block([Value(v.type, n) for v, n in zip(inits, names)])
+        body_block = Block([Value(v.type, n) for v, n in zip(inits, names)])
+        outer = dict(self.env)
+        self._bind(names, before_block.args, weak)
+        with self.builder.at(before_block):
+            cond = condition()
+            self.builder.create("condition", [cond])
+        self.env = dict(outer)
+        self._bind(names, body_block.args, weak)
+        with self.builder.at(body_block):
+            body()
+            self.builder.create("yield", [
+                self.coerce(self.env[n], v.type, node) if n in self.env else v
+                for n, v in zip(names, body_block.args)
+            ])
+        op = self.builder.create("while", inits, {}, [before_block, body_block], [v.type for v in inits])
+        self._finish_loop(outer, names, op.results, weak)
+
+    def _bind(self, names: list[str], values: list[Value], weak: list[bool]) -> None:
+        for name, v, w in zip(names, values, weak):
+            self.env[name] = self.mark_weak(v, w)
+
+    def _finish_loop(
+        self, outer: dict[str, Any], names: list[str], results: list[Value], weak: list[bool]
+    ) -> None:
+        self.env = outer
+        for name, r, w in zip(names, results, weak):
+            r.name_hint = name if name.isidentifier() else ""
+            self.env[name] = self.mark_weak(r, w)
+
+    def stmt_For(self, node: ast.For) -> None:
+        if node.orelse:
+            self.error("'for ... else' is not supported", node)
+        space = self.iteration_space(node.iter)
+        if space.parallel:
+            self.parallel_loop(node, space)
+        else:
+            self.serial_range_loop(node, space)
+
+    def iteration_space(self, node: ast.expr) -> IterationSpace:
+        if not isinstance(node, ast.Call):
+            self.error("a kernel can only loop over range(), kd.prange() or kd.ndrange()", node)
+        fn = self.expr(node.func)
+        obj = getattr(fn, "obj", None)
+        if obj not in (range, kb.prange, kb.ndrange):
+            self.error("a kernel can only loop over range(), kd.prange() or kd.ndrange()", node)
+        args = [self.value(a) for a in node.args]
+        for a, a_node in zip(args, node.args):
+            if not isinstance(a.type, T.ScalarType) or a.type.is_float:
+                self.error(f"loop bounds must be integers, got {a.type}", a_node)
+        args = [self.mark_weak(self.builder.cast(a, T.i64), self.is_weak(a)) for a in args]
+        if obj is kb.ndrange:
+            if not 1 <= len(args) <= 3:
+                self.error("kd.ndrange() takes one to three extents", node)
+            zero, one = self.constant(0), self.constant(1)
+            return IterationSpace(True, (zero,) * len(args), tuple(args), (one,) * len(args))
+        if not 1 <= len(args) <= 3:
+            self.error("range() takes one to three arguments", node)
+        if len(args) == 1:
+            start, stop, step = self.constant(0), args[0], self.constant(1)
+        elif len(args) == 2:
+            start, stop, step = args[0], args[1], self.constant(1)
+        else:
+            start, stop, step = args
+            if self._defining_constant(step) == 0:
+                self.error("range() step must not be zero", node)
+        return IterationSpace(obj is kb.prange, (start,), (stop,), (step,))
+
+    def trip_count(self, start: Value, stop: Value, step: Value) -> Value:
+        """``len(range(start, stop, step))``, for any sign of step."""
+        step_value = self._defining_constant(step)
+        if step_value == 1:
+            count = self.op("sub", stop, start)
+        else:
+            if isinstance(step_value, int):
+                adjust = self.constant(step_value - (1 if step_value > 0 else -1))
+            else:
+                positive = self.op("gt", step, self.constant(0))
+                one = self.constant(1)
+                adjust = self.op("sub", step, self.op("select", positive, one, self.op("neg", one)))
+            count = self.op("floordiv", self.op("add", self.op("sub", stop, start), adjust), step)
+        return self.op("max", count, self.constant(0))
+
+    def induction_value(self, counter: Value, start: Value, step: Value) -> Value:
+        step_value = self._defining_constant(step)
+        start_value = self._defining_constant(start)
+        scaled = counter if step_value == 1 else self.op("mul", counter, step)
+        iv = scaled if start_value == 0 else self.op("add", start, scaled)
+        return self.mark_weak(iv)
+
+    def serial_range_loop(self, node: ast.For, space: IterationSpace) -> None:
+        if not isinstance(node.target, ast.Name):
+            self.error("a range() loop needs a single loop variable", node.target)
+        start, stop, step = space.starts[0], space.stops[0], space.steps[0]
+        brk, cont = may_break_or_continue(node.body)
+        returns = self.uses_return_flag and may_return(node.body)
+        self.loop_depth_counter += 1
+        depth = self.loop_depth_counter
+        frame = LoopFrame(f"$break{depth}" if brk or returns else None,
+                          f"$continue{depth}" if cont else None, False, depth)
+        simple_step = isinstance(self._defining_constant(step), int) and self._defining_constant(step) > 0
+        target = node.target.id
+        if not (brk or returns) and simple_step:
+            self.counted_loop(node, target, start, stop, step, frame)
+            return
+        count = self.trip_count(start, stop, step)
+        counter_name = f"$counter{depth}"
+        self.env[counter_name] = self.constant(0)
+        if frame.break_flag:
+            self.env[frame.break_flag] = self.constant(False, T.bool_)
+
+        def condition() -> Value:
+            cond = self.op("lt", self.env[counter_name], count)
+            return self._and_not_flags(cond, frame, returns)
+
+        def body() -> None:
+            counter = self.env[counter_name]
+            self.assign(target, self.induction_value(counter, start, step), node)
+            self.loop_body(node.body, frame)
+            self.env[counter_name] = self.op("add", counter, self.constant(1))
+
+        extra = [counter_name] + ([frame.break_flag] if frame.break_flag else [])
+        self.while_loop(node, frame, condition, body, extra, returns)
+        for name in (counter_name, frame.break_flag):
+            if name:
+                self.env.pop(name, None)
+
+    def counted_loop(
+        self, node: ast.For, target: str, start: Value, stop: Value, step: Value, frame: LoopFrame
+    ) -> None:
+        names = self.carried_names(node.body, [], False)
+        inits = self.loop_initial_values(names)
+        weak = [self.is_weak(v) for v in inits]
+        body_block = Block([Value(T.i64, target)] + [Value(v.type, n) for v, n in zip(inits, names)])
+        outer = dict(self.env)
+        self._bind(names, body_block.args[1:], weak)
+        with self.builder.at(body_block):
+            self.assign(target, self.mark_weak(body_block.args[0]), node)
+            self.loop_body(node.body, frame)
+            self.builder.create("yield", [
+                self.coerce(self.env[n], v.type, node) for n, v in zip(names, body_block.args[1:])
+            ])
+        op = self.builder.create(
+            "for", [start, stop, step, *inits], {}, [body_block], [v.type for v in inits]
+        )
+        self._finish_loop(outer, names, op.results, weak)
+
+    # --- parallel loops ---------------------------------------------------------------
+
+    def parallel_loop(self, node: ast.For, space: IterationSpace) -> None:
+        targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        if not all(isinstance(t, ast.Name) for t in targets) or len(targets) != len(space.stops):
+            self.error(f"this parallel loop needs {len(space.stops)} loop variable(s)", node.target)
+        brk, cont = may_break_or_continue(node.body)
+        if brk:
+            self.error("'break' directly inside a parallel loop: iterations have no order to stop", node)
+        if may_return(node.body):
+            self.error("'return' inside a parallel loop: iterations run concurrently", node)
+        target_names = [t.id for t in targets]  # type: ignore[attr-defined]
+        reductions = self.find_reductions(node, target_names)
+        extents = [
+            self.trip_count(a, b, c) if not (self._defining_constant(a) == 0 and self._defining_constant(c) == 1)
+            else self.op("max", b, self.constant(0))
+            for a, b, c in zip(space.starts, space.stops, space.steps)
+        ]
+        names = list(reductions)
+        inits = self.loop_initial_values(names)
+        weak = [self.is_weak(v) for v in inits]
+        ivs = [Value(T.i64, n) for n in target_names]
+        body_block = Block(ivs + [Value(v.type, n) for v, n in zip(inits, names)])
+        outer = dict(self.env)
+        self._bind(names, body_block.args[len(ivs):], weak)
+        self.loop_depth_counter += 1
+        frame = LoopFrame(None, f"$continue{self.loop_depth_counter}" if cont else None, True,
+                          self.loop_depth_counter)
+        self.parallel_depth += 1
+        with self.builder.at(body_block):
+            for name, iv, start, step in zip(target_names, ivs, space.starts, space.steps):
+                self.assign(name, self.induction_value(iv, start, step), node)
+            self.loop_body(node.body, frame)
+            self.builder.create("yield", [
+                self.coerce(self.env[n], v.type, node)
+                for n, v in zip(names, body_block.args[len(ivs):])
+            ])
+        self.parallel_depth -= 1
+        op = self.builder.create(
+            "parallel_for", [*extents, *inits],
+            {"ndim": len(extents), "reductions": tuple(reductions[n] for n in names)},
+            [body_block], [v.type for v in inits],
+        )
+        self._finish_loop(outer, names, op.results, weak)
+
+    def _is_array(self, name: str) -> bool:
+        v = self.env.get(name)
+        return isinstance(v, Value) and isinstance(v.type, T.ArrayType)
+
+    def find_reductions(self, node: ast.For, targets: list[str]) -> dict[str, str]:
+        """Outer locals the parallel body updates: each must be a reduction."""
+        kinds: dict[str, str] = {}
+        allowed_reads: Counter = Counter()
+        for stmt in (s for b in node.body for s in ast.walk(b)):
+            name, kind = _reduction_form(stmt)
+            if name is not None and isinstance(self.env.get(name), Value):
+                if kinds.get(name, kind) != kind:
+                    self.error(f"'{name}' is reduced with two different operations", stmt)
+                kinds[name] = kind
+                if kind in ("min", "max"):
+                    allowed_reads[name] += 1
+        for name in assigned_names(node.body):
+            if name in targets or not isinstance(self.env.get(name), Value) or self._is_array(name):
+                continue
+            for stmt in (s for b in node.body for s in ast.walk(b)):
+                if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and name in (
+                    assigned_names([stmt])
+                ) and _reduction_form(stmt)[0] != name:
+                    self.error(
+                        f"'{name}' is defined outside this parallel loop and assigned inside it; "
+                        f"only reductions ({name} += e, {name} -= e, {name} *= e, "
+                        f"{name} = min({name}, e), {name} = max({name}, e)) may update it",
+                        stmt,
+                    )
+        for name in kinds:
+            reads = sum(
+                1 for b in node.body for n in ast.walk(b)
+                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+            )
+            if reads > allowed_reads[name]:
+                self.error(
+                    f"reduction variable '{name}' is read inside the parallel loop, where it "
+                    "holds only a partial result", node,
+                )
+        return kinds
+
+
+def _unused() -> None:
+    pass
+
+
+def _reduction_form(stmt: ast.AST) -> tuple[str | None, str]:
+    if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+        kind = _AUG_REDUCTIONS.get(type(stmt.op))
+        if kind:
+            return stmt.target.id, kind
+    if (
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)
+        and len(stmt.value.args) == 2
+    ):
+        name = stmt.targets[0].id
+        func = stmt.value.func
+        fname = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if fname in ("min", "max") and any(
+            isinstance(a, ast.Name) and a.id == name for a in stmt.value.args
+        ):
+            return name, fname
+    return None, ""

@@ -1,0 +1,319 @@
+"""The op registry: every IR operation is declared once here.
+
+An entry gives the op's traits, its result-type rule (used by the builder and checked
+by the verifier) and, where it has one, its constant folder. Codegen and passes look
+ops up here; adding an op is one entry plus its lowering.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kdsl import types as T
+
+
+class Trait(enum.Flag):
+    NONE = 0
+    PURE = enum.auto()  # no side effects: removable when unused, CSE-able
+    COMMUTATIVE = enum.auto()
+    TERMINATOR = enum.auto()
+    SIDE_EFFECT = enum.auto()
+    ELEMENTWISE = enum.auto()  # applies per component to vectors and matrices
+
+
+TypeRule = Callable[[Sequence[Any], dict], list]
+Folder = Callable[[Sequence[Any], dict, Any], Any]
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """How one op is typed, what it may do, and how it folds on constants."""
+
+    name: str
+    traits: Trait
+    result_types: TypeRule
+    fold: Folder | None = None
+    num_regions: int = 0
+    doc: str = ""
+
+    def has(self, trait: Trait) -> bool:
+        return bool(self.traits & trait)
+
+
+REGISTRY: dict[str, OpDef] = {}
+
+
+def register(op: OpDef) -> OpDef:
+    assert op.name not in REGISTRY, op.name
+    REGISTRY[op.name] = op
+    return op
+
+
+def lookup(name: str) -> OpDef:
+    return REGISTRY[name]
+
+
+class OpTypeError(TypeError):
+    """Raised by a type rule; the frontend turns it into a located CompileError."""
+
+
+# --- type rules ---------------------------------------------------------------------
+
+
+def _same_as_operands(types: Sequence[Any], attrs: dict) -> list:
+    first = types[0]
+    for t in types[1:]:
+        if t != first:
+            raise OpTypeError(f"operands differ in type: {first} and {t}")
+    return [first]
+
+
+def _to_bool(types: Sequence[Any], attrs: dict) -> list:
+    _same_as_operands(types, attrs)
+    if not isinstance(types[0], T.ScalarType):
+        raise OpTypeError(f"comparison needs scalars, got {types[0]}")
+    return [T.bool_]
+
+
+def _from_attr(key: str) -> TypeRule:
+    return lambda types, attrs: [attrs[key]]
+
+
+def _from_attr_list(key: str) -> TypeRule:
+    return lambda types, attrs: list(attrs[key])
+
+
+def _none(types: Sequence[Any], attrs: dict) -> list:
+    return []
+
+
+def _element_of_first(types: Sequence[Any], attrs: dict) -> list:
+    t = types[0]
+    if isinstance(t, T.ArrayType):
+        return [t.dtype]
+    if isinstance(t, (T.VectorType, T.MatrixType)):
+        return [t.element]
+    raise OpTypeError(f"{t} has no elements")
+
+
+def _select(types: Sequence[Any], attrs: dict) -> list:
+    if types[0] != T.bool_:
+        raise OpTypeError(f"select needs a bool condition, got {types[0]}")
+    return _same_as_operands(types[1:], attrs)
+
+
+def _loop_carried(skip: Callable[[dict], int]) -> TypeRule:
+    return lambda types, attrs: list(types[skip(attrs):])
+
+
+def _matmul(types: Sequence[Any], attrs: dict) -> list:
+    a, b = types
+    if not isinstance(a, T.MatrixType):
+        raise OpTypeError(f"@ needs a matrix on the left, got {a}")
+    if a.element != T.element_scalar(b):
+        raise OpTypeError(f"@ needs matching element types, got {a} and {b}")
+    if isinstance(b, T.VectorType):
+        if b.size != a.cols:
+            raise OpTypeError(f"@ of {a} with {b}: sizes differ")
+        return [T.vector_type(a.element, a.rows)]
+    if isinstance(b, T.MatrixType):
+        if b.rows != a.cols:
+            raise OpTypeError(f"@ of {a} with {b}: inner sizes differ")
+        return [T.matrix_type(a.element, a.rows, b.cols)]
+    raise OpTypeError(f"@ needs a vector or matrix on the right, got {b}")
+
+
+def _transpose(types: Sequence[Any], attrs: dict) -> list:
+    m = types[0]
+    if not isinstance(m, T.MatrixType):
+        raise OpTypeError(f"transpose needs a matrix, got {m}")
+    return [T.matrix_type(m.element, m.cols, m.rows)]
+
+
+def _outer(types: Sequence[Any], attrs: dict) -> list:
+    a, b = types
+    if not (isinstance(a, T.VectorType) and isinstance(b, T.VectorType)) or a.element != b.element:
+        raise OpTypeError(f"outer needs two vectors of one element type, got {a} and {b}")
+    return [T.matrix_type(a.element, a.size, b.size)]
+
+
+def _cross(types: Sequence[Any], attrs: dict) -> list:
+    _same_as_operands(types, attrs)
+    if not (isinstance(types[0], T.VectorType) and types[0].size == 3):
+        raise OpTypeError(f"cross needs two 3-vectors, got {types[0]}")
+    return [types[0]]
+
+
+def _dot(types: Sequence[Any], attrs: dict) -> list:
+    _same_as_operands(types, attrs)
+    if not isinstance(types[0], T.VectorType):
+        raise OpTypeError(f"dot needs two vectors, got {types[0]}")
+    return [types[0].element]
+
+
+# --- folders ------------------------------------------------------------------------
+
+
+def _np_value(value: Any, t: T.ScalarType) -> Any:
+    return t.numpy_dtype.type(value)
+
+
+def _python_value(value: Any, t: T.ScalarType) -> Any:
+    if t.is_bool:
+        return bool(value)
+    if t.is_integer:
+        return int(value)
+    return float(value)
+
+
+def _fold_numpy(fn: Callable[..., Any]) -> Folder:
+    """Folds a scalar op by running it on NumPy scalars of the operands' exact type."""
+
+    def fold(values: Sequence[Any], attrs: dict, result_type: Any) -> Any:
+        if not isinstance(result_type, T.ScalarType):
+            return None
+        operand_type = attrs.get("_operand_type", result_type)
+        with np.errstate(all="ignore"):
+            out = fn(*[_np_value(v, operand_type) for v in values])
+        return _python_value(np.asarray(out).astype(result_type.numpy_dtype)[()], result_type)
+
+    return fold
+
+
+def _int_division_safe(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    def safe(a: Any, b: Any) -> Any:
+        if b == 0 and not isinstance(b, np.floating):
+            return None
+        return fn(a, b)
+
+    return safe
+
+
+def _fold_guarded(fn: Callable[..., Any]) -> Folder:
+    inner = _fold_numpy(fn)
+
+    def fold(values: Sequence[Any], attrs: dict, result_type: Any) -> Any:
+        if isinstance(result_type, T.ScalarType) and not result_type.is_float and values[1] == 0:
+            return None  # integer division by zero is decided at run time
+        return inner(values, attrs, result_type)
+
+    return fold
+
+
+def _fold_cast(values: Sequence[Any], attrs: dict, result_type: Any) -> Any:
+    if not isinstance(result_type, T.ScalarType):
+        return None
+    v = values[0]
+    if result_type.is_bool:
+        return bool(v)
+    if result_type.is_integer and isinstance(v, float):
+        if not math.isfinite(v):
+            return None
+        v = int(v)
+    with np.errstate(all="ignore"):
+        out = np.array(v).astype(result_type.numpy_dtype)[()]
+    return _python_value(out, result_type)
+
+
+# --- declarations -------------------------------------------------------------------
+
+PURE = Trait.PURE
+EW = Trait.PURE | Trait.ELEMENTWISE
+COMM = Trait.PURE | Trait.ELEMENTWISE | Trait.COMMUTATIVE
+
+register(OpDef("constant", PURE, _from_attr("type"), doc="a literal; attrs value, type"))
+
+_BINARY: dict[str, tuple[Trait, Callable[..., Any]]] = {
+    "add": (COMM, lambda a, b: a + b),
+    "sub": (EW, lambda a, b: a - b),
+    "mul": (COMM, lambda a, b: a * b),
+    "div": (EW, lambda a, b: a / b),
+    "floordiv": (EW, lambda a, b: a // b),
+    "mod": (EW, lambda a, b: a % b),
+    "pow": (EW, lambda a, b: a**b),
+    "min": (COMM, np.minimum),
+    "max": (COMM, np.maximum),
+    "atan2": (EW, np.arctan2),
+    "bit_and": (COMM, lambda a, b: a & b),
+    "bit_or": (COMM, lambda a, b: a | b),
+    "bit_xor": (COMM, lambda a, b: a ^ b),
+    "shl": (EW, lambda a, b: a << b),
+    "shr": (EW, lambda a, b: a >> b),
+}
+for _name, (_traits, _fn) in _BINARY.items():
+    _folder = _fold_guarded(_fn) if _name in ("floordiv", "mod", "div") else _fold_numpy(_fn)
+    register(OpDef(_name, _traits, _same_as_operands, _folder))
+
+_COMPARE = {
+    "eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+    "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
+}
+COMPARISONS = tuple(_COMPARE)
+for _name, _fn in _COMPARE.items():
+    _cmp_fold = _fold_numpy(_fn)
+    register(OpDef(
+        _name, PURE, _to_bool,
+        (lambda f: lambda vals, attrs, rt: f(vals, attrs, T.bool_))(_cmp_fold),
+    ))
+
+_UNARY: dict[str, Callable[..., Any]] = {
+    "neg": lambda a: -a, "abs": np.abs, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "exp": np.exp, "log": np.log, "tanh": np.tanh, "floor": np.floor,
+    "ceil": np.ceil, "logical_not": np.logical_not, "bit_not": np.invert,
+}
+UNARY_MATH = ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh", "floor", "ceil")
+for _name, _fn in _UNARY.items():
+    register(OpDef(_name, EW, _same_as_operands, _fold_numpy(_fn)))
+
+register(OpDef("select", EW, _select, doc="select %cond, %a, %b"))
+register(OpDef("cast", EW, _from_attr("type"), _fold_cast))
+register(OpDef("splat", PURE, _from_attr("type"), doc="a vector or matrix of one scalar"))
+register(OpDef("make_vector", PURE, _from_attr("type"), doc="a vector or matrix of components"))
+register(OpDef("extract", PURE, _element_of_first, doc="one component; attrs index"))
+register(OpDef("insert", PURE, lambda ts, a: [ts[0]], doc="a copy with one component set"))
+register(OpDef("dot", PURE, _dot))
+register(OpDef("cross", PURE, _cross))
+register(OpDef("matmul", PURE, _matmul))
+register(OpDef("transpose", PURE, _transpose))
+register(OpDef("outer", PURE, _outer))
+
+# Arrays. Indices are i64, one per indexed axis.
+register(OpDef("array_dim", PURE, lambda ts, a: [T.i64], doc="size of axis attrs.axis"))
+register(OpDef("array_load", Trait.NONE, _element_of_first))
+register(OpDef("array_store", Trait.SIDE_EFFECT, _none))
+register(OpDef(
+    "atomic_rmw", Trait.SIDE_EFFECT, _element_of_first,
+    doc="attrs kind (add, sub, min, max), implicit; returns the old value",
+))
+
+# Structured control flow.
+register(OpDef(
+    "for", Trait.NONE, _loop_carried(lambda a: 3), num_regions=1,
+    doc="for (start, stop, step, *init) body(iv, *carried) -> carried; step > 0",
+))
+register(OpDef(
+    "parallel_for", Trait.NONE, _loop_carried(lambda a: a["ndim"]), num_regions=1,
+    doc="parallel_for (*extents, *init) body(*ivs, *partials); attrs reductions",
+))
+register(OpDef("if", Trait.NONE, _from_attr_list("types"), num_regions=2))
+register(OpDef(
+    "while", Trait.NONE, _loop_carried(lambda a: 0), num_regions=2,
+    doc="while (*init) before(*carried) -> condition; body(*carried) -> yield",
+))
+register(OpDef("yield", Trait.TERMINATOR, _none))
+register(OpDef("condition", Trait.TERMINATOR, _none, doc="condition %cond, *carried"))
+register(OpDef("return", Trait.TERMINATOR, _none))
+register(OpDef("call", Trait.SIDE_EFFECT, _from_attr_list("types"), doc="attrs callee"))
+
+# Effects visible to the user.
+register(OpDef("print", Trait.SIDE_EFFECT, _none, doc="attrs parts: text or None per operand"))
+register(OpDef("assert", Trait.SIDE_EFFECT, _none, doc="attrs message, site"))
+register(OpDef("raise_index_error", Trait.SIDE_EFFECT, _none, doc="operands index, size"))
+
+LOOP_OPS = ("for", "parallel_for", "while")

@@ -1,0 +1,96 @@
+"""Debug-mode bounds checks: every array access is guarded; a bad index is reported as an
+``IndexError`` naming the kernel, the source line, the index and the axis size, and the
+access is skipped, so no input crashes the process."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdsl import types as T
+from kdsl.ir.core import Block, Module, Operation, Value
+
+_ACCESSES = ("array_load", "array_store", "atomic_rmw")
+
+
+class _Emitter:
+    def __init__(self, like: Operation) -> None:
+        self.ops: list[Operation] = []
+        self.location = like.location
+
+    def add(self, name: str, operands: list[Value], types: list[Any], **attrs: Any) -> Operation:
+        op = Operation(name, operands, types, attrs, None, self.location)
+        self.ops.append(op)
+        return op
+
+    def constant(self, value: Any, type: T.ScalarType) -> Value:
+        return self.add("constant", [], [type], value=value, type=type).result
+
+
+def _guard(op: Operation) -> list[Operation]:
+    array = op.operands[0]
+    indices = op.operands[1:] if op.name == "array_load" else op.operands[1:-1]
+    e = _Emitter(op)
+    zero = e.constant(0, T.i64)
+    inside: Value | None = None
+    checks = []
+    for axis, index in enumerate(indices):
+        size = e.add("array_dim", [array], [T.i64], axis=axis).result
+        ok = e.add("bit_and", [
+            e.add("ge", [index, zero], [T.bool_]).result,
+            e.add("lt", [index, size], [T.bool_]).result,
+        ], [T.bool_]).result
+        checks.append((index, size, ok, axis))
+        inside = ok if inside is None else e.add("bit_and", [inside, ok], [T.bool_]).result
+    assert inside is not None
+    then_block, else_block = Block(), Block()
+    op.parent = then_block
+    then_block.ops.append(op)
+    then_block.ops.append(Operation("yield", list(op.results), [], {}, None, op.location))
+    report = _Emitter(op)
+    # report the first failing axis
+    for index, size, ok, axis in checks:
+        report.add("raise_index_error", [index, size, ok], [], axis=axis,
+                   array=getattr(array, "name_hint", ""))
+    fallback = [_zero(report, r.type) for r in op.results]
+    report.add("yield", fallback, [])
+    else_block.ops.extend(report.ops)
+    guarded = Operation(
+        "if", [inside], [r.type for r in op.results], {"types": [r.type for r in op.results]},
+        [then_block, else_block], op.location,
+    )
+    # the guarded op keeps its results inside the region; the if gives them outside
+    mapping = dict(zip(op.results, guarded.results))
+    return e.ops + [guarded], mapping
+
+
+def _zero(e: _Emitter, t: Any) -> Value:
+    if isinstance(t, T.ScalarType):
+        return e.constant(0, t)
+    return e.add("splat", [e.constant(0, t.element)], [t], type=t).result
+
+
+def _visit(block: Block, mapping: dict[Value, Value]) -> None:
+    out = []
+    for op in block.ops:
+        for region in op.regions:
+            _visit(region, mapping)
+        if op.name in _ACCESSES:
+            ops, results = _guard(op)
+            out.extend(ops)
+            mapping.update(results)
+        else:
+            out.append(op)
+    block.ops = out
+
+
+def run(module: Module, options: Any = None) -> None:
+    mapping: dict[Value, Value] = {}
+    _visit(module.kernel.body, mapping)
+    # uses after the access now read the if's results; the yield inside keeps the original
+    for op in module.kernel.walk():
+        if op.name == "yield" and op.parent is not None and op.parent.ops and any(
+            v in mapping and op.parent.ops[0].results and v in op.parent.ops[0].results
+            for v in op.operands
+        ):
+            continue
+        op.operands = [mapping.get(v, v) for v in op.operands]

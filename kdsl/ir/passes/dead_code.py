@@ -1,0 +1,34 @@
+"""Dead-code elimination: drops operations whose results are unused and that have no effects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdsl.ir.core import Block, Module, use_counts
+from kdsl.ir.rewrite import has_side_effects
+
+
+def _sweep(block: Block, counts: dict[Any, int]) -> bool:
+    changed = False
+    kept = []
+    for op in reversed(block.ops):
+        for region in op.regions:
+            changed |= _sweep(region, counts)
+        if all(counts.get(r, 0) == 0 for r in op.results) and not has_side_effects(op) and (
+            op.name not in ("yield", "condition", "return")
+        ):
+            for inner in op.walk():
+                for v in inner.operands:
+                    counts[v] = counts.get(v, 0) - 1
+            changed = True
+            continue
+        kept.append(op)
+    kept.reverse()
+    block.ops = kept
+    return changed
+
+
+def run(module: Module, options: Any = None) -> None:
+    body = module.kernel.body
+    while _sweep(body, use_counts(body)):
+        pass

@@ -1,0 +1,45 @@
+"""Inlining: every call of a func is replaced by a copy of its body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdsl.ir.core import Block, Function, Module, Value
+from kdsl.ir.rewrite import clone_op, remap_operands
+
+
+def _inline_into(block: Block, funcs: dict[str, Function], mapping: dict[Value, Value]) -> None:
+    new_ops = []
+    for op in block.ops:
+        for region in op.regions:
+            _inline_into(region, funcs, mapping)
+        if op.name != "call":
+            new_ops.append(op)
+            continue
+        callee = funcs[op.attrs["callee"]]
+        local: dict[Value, Value] = {
+            a: mapping.get(v, v) for a, v in zip(callee.args, op.operands)
+        }
+        body_ops = callee.body.ops
+        for inner in body_ops[:-1]:
+            clone = clone_op(inner, local)
+            clone.parent = block
+            new_ops.append(clone)
+        returned = [local.get(v, v) for v in body_ops[-1].operands]
+        for result, value in zip(op.results, returned):
+            mapping[result] = value
+    block.ops = new_ops
+    for op in new_ops:
+        op.parent = block
+
+
+def run(module: Module, options: Any = None) -> None:
+    funcs = {f.name: f for f in module.funcs.values()}
+    # inline inside funcs first, so that copies carry no calls
+    for f in funcs.values():
+        mapping: dict[Value, Value] = {}
+        _inline_into(f.body, funcs, mapping)
+        remap_operands(f.body, mapping)
+    mapping = {}
+    _inline_into(module.kernel.body, funcs, mapping)
+    remap_operands(module.kernel.body, mapping)

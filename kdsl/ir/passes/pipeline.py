@@ -1,0 +1,66 @@
+"""The optimisation pipeline: an explicit, named list of passes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kdsl.ir.core import Module
+from kdsl.ir.passes import (
+    bounds_checks,
+    cse,
+    dead_code,
+    demote_atomics,
+    inline_funcs,
+    simplify,
+)
+
+
+@dataclass(frozen=True)
+class PassOptions:
+    debug: bool = False
+
+
+@dataclass(frozen=True)
+class Pass:
+    """A named transformation of a module, in place."""
+
+    name: str
+    run: Callable[[Module, PassOptions], None]
+    only_in_debug: bool = False
+
+
+PIPELINE: tuple[Pass, ...] = (
+    Pass("inline", inline_funcs.run),
+    Pass("simplify", simplify.run),
+    Pass("cse", cse.run),
+    Pass("dce", dead_code.run),
+    Pass("demote-atomics", demote_atomics.run),
+    Pass("bounds-checks", bounds_checks.run, only_in_debug=True),
+    Pass("simplify-late", simplify.run),
+    Pass("dce-late", dead_code.run),
+)
+
+STAGES = ("frontend",) + tuple(p.name for p in PIPELINE) + ("optimized",)
+
+
+def run_pipeline(
+    module: Module,
+    options: PassOptions,
+    stop_after: str | None = None,
+    verify: bool = False,
+) -> Module:
+    """Runs the passes in order; ``stop_after`` names the last stage to run."""
+    from kdsl.ir.verifier import verify_function
+
+    if stop_after == "frontend":
+        return module
+    for p in PIPELINE:
+        if p.only_in_debug and not options.debug:
+            continue
+        p.run(module, options)
+        if verify:
+            verify_function(module.kernel, context=f"after {p.name}")
+        if stop_after == p.name:
+            break
+    return module

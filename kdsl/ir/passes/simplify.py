@@ -1,0 +1,135 @@
+"""Simplification: constant folding, algebraic identities, branches on constants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdsl import types as T
+from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.rewrite import remap_operands
+
+
+class _Simplifier:
+    def __init__(self) -> None:
+        self.constants: dict[Value, Any] = {}
+        self.mapping: dict[Value, Value] = {}
+
+    def resolve(self, v: Value) -> Value:
+        while v in self.mapping:
+            v = self.mapping[v]
+        return v
+
+    def constant_op(self, value: Any, type: T.ScalarType, like: Operation) -> Operation:
+        op = Operation("constant", [], [type], {"value": value, "type": type}, None, like.location)
+        self.constants[op.result] = value
+        return op
+
+    def replace_by_constant(self, op: Operation, value: Any) -> Operation:
+        new = self.constant_op(value, op.result.type, op)
+        self.mapping[op.result] = new.result
+        return new
+
+    def block(self, block: Block) -> None:
+        out: list[Operation] = []
+        for op in block.ops:
+            op.operands = [self.resolve(v) for v in op.operands]
+            for region in op.regions:
+                self.block(region)
+            replacement = self.simplify(op)
+            if replacement is None:
+                out.append(op)
+            elif isinstance(replacement, list):
+                out.extend(replacement)
+            # else: results were mapped; the op disappears
+        block.ops = out
+        for op in out:
+            op.parent = block
+
+    def simplify(self, op: Operation) -> Any:
+        """None keeps ``op``; a list of ops replaces it; True drops it (results mapped)."""
+        from kdsl.ir.ops import lookup
+
+        if op.name == "constant":
+            self.constants[op.result] = op.attrs["value"]
+            return None
+        if op.name == "if":
+            return self.simplify_if(op)
+        if op.regions or not op.results or len(op.results) != 1:
+            return None
+        values = [self.constants.get(v, _NOT_CONSTANT) for v in op.operands]
+        definition = lookup(op.name)
+        result_type = op.result.type
+        if definition.fold is not None and values and all(v is not _NOT_CONSTANT for v in values):
+            attrs = dict(op.attrs)
+            if isinstance(op.operands[0].type, T.ScalarType):
+                attrs["_operand_type"] = op.operands[0].type
+            try:
+                folded = definition.fold(values, attrs, result_type)
+            except (ArithmeticError, ValueError, TypeError):
+                folded = None
+            if folded is not None:
+                return [self.replace_by_constant(op, folded)]
+        return self.identity(op, values)
+
+    def identity(self, op: Operation, values: list[Any]) -> Any:
+        name = op.name
+        a = op.operands[0] if op.operands else None
+        rt = op.result.type
+        if name == "cast" and a is not None and a.type == rt:
+            return self.forward(op, a)
+        if len(values) == 2 and isinstance(rt, T.ScalarType):
+            x, y = values
+            left, right = op.operands
+            if name in ("add", "bit_or", "bit_xor") and y == 0 and y is not _NOT_CONSTANT and not rt.is_bool:
+                return self.forward(op, left)
+            if name == "add" and x == 0 and x is not _NOT_CONSTANT:
+                return self.forward(op, right)
+            if name == "sub" and y == 0 and y is not _NOT_CONSTANT:
+                return self.forward(op, left)
+            if name == "mul" and y == 1 and y is not _NOT_CONSTANT:
+                return self.forward(op, left)
+            if name == "mul" and x == 1 and x is not _NOT_CONSTANT:
+                return self.forward(op, right)
+            if name == "bit_and" and rt.is_bool:
+                if y is True:
+                    return self.forward(op, left)
+                if x is True:
+                    return self.forward(op, right)
+                if y is False or x is False:
+                    return [self.replace_by_constant(op, False)]
+            if name == "bit_or" and rt.is_bool:
+                if y is False:
+                    return self.forward(op, left)
+                if x is False:
+                    return self.forward(op, right)
+        if name == "select" and values and values[0] is not _NOT_CONSTANT:
+            return self.forward(op, op.operands[1] if values[0] else op.operands[2])
+        return None
+
+    def forward(self, op: Operation, value: Value) -> bool:
+        self.mapping[op.result] = value
+        if value in self.constants:
+            self.constants[op.result] = self.constants[value]
+        return True
+
+    def simplify_if(self, op: Operation) -> Any:
+        cond = self.constants.get(op.operands[0], _NOT_CONSTANT)
+        if cond is _NOT_CONSTANT:
+            return None
+        region = op.regions[0] if cond else op.regions[1]
+        body = region.ops[:-1]
+        yielded = region.ops[-1].operands
+        for result, value in zip(op.results, yielded):
+            self.mapping[result] = self.resolve(value)
+            if value in self.constants:
+                self.constants[result] = self.constants[value]
+        return body
+
+
+_NOT_CONSTANT = object()
+
+
+def run(module: Module, options: Any = None) -> None:
+    simplifier = _Simplifier()
+    simplifier.block(module.kernel.body)
+    remap_operands(module.kernel.body, simplifier.mapping)

@@ -1,0 +1,130 @@
+"""Typing a kernel's arguments: the key of the fast dispatch path, the types a
+specialisation is compiled for, and the checks annotations ask for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kdsl import types as T
+from kdsl.builtins import Matrix, Vector
+from kdsl.frontend.scope import VariableType
+
+
+def argument_key(a: Any) -> Any:
+    """A cheap, hashable summary of an argument's type (the fast path's key)."""
+    t = type(a)
+    if t is np.ndarray:
+        return (a.dtype, a.ndim, a.flags.c_contiguous)
+    if t is float or t is int or t is bool:
+        return t
+    if isinstance(a, np.generic):
+        return a.dtype
+    if t is Vector or t is Matrix:
+        return (t, a.dtype, a.shape)
+    unwrap = getattr(a, "__kdsl_array__", None)
+    if unwrap is not None:
+        return argument_key(unwrap())
+    return t
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """How one argument is passed: its kdsl type, and how it is converted per call."""
+
+    name: str
+    type: Any
+    weak: bool
+    passing: str  # "object" (arrays), "vector", "float", "int"
+    trailing_shape: tuple[int, ...] = ()
+
+
+def _describe_argument(a: Any) -> str:
+    if isinstance(a, np.ndarray):
+        return f"a {a.dtype} array of shape {a.shape}"
+    if isinstance(a, np.generic):
+        return f"{a.dtype} {a!r}"
+    return f"{type(a).__name__} {a!r}"
+
+
+def _describe_annotation(t: Any) -> str:
+    if isinstance(t, T.ArrayType):
+        scalar = T.element_scalar(t.dtype)
+        shape = ", ".join(["n"] * t.ndim + [str(s) for s in T.element_shape(t.dtype)])
+        return f"{t.dtype} array with {t.ndim} indexed axes ({scalar.numpy_dtype}, shape ({shape}))"
+    return str(t)
+
+
+def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
+    """The parameter an argument binds to; TypeError naming it when it does not fit."""
+    unwrap = getattr(a, "__kdsl_array__", None)
+    if unwrap is not None:
+        a = unwrap()
+
+    def mismatch() -> TypeError:
+        return TypeError(
+            f"argument '{name}': expected {_describe_annotation(annotation)}, "
+            f"got {_describe_argument(a)}"
+        )
+
+    if isinstance(annotation, T.ArrayType):
+        if not isinstance(a, np.ndarray):
+            raise mismatch()
+        scalar = T.element_scalar(annotation.dtype)
+        trailing = T.element_shape(annotation.dtype)
+        if a.dtype != scalar.numpy_dtype or a.ndim != annotation.full_ndim:
+            raise mismatch()
+        if trailing and tuple(a.shape[a.ndim - len(trailing):]) != trailing:
+            raise mismatch()
+        return Parameter(name, annotation.specialised(bool(a.flags.c_contiguous)), False,
+                         "object", trailing)
+    if isinstance(annotation, (T.VectorType, T.MatrixType)):
+        arr = np.asarray(a)
+        if arr.shape != annotation.shape or not np.can_cast(arr.dtype, annotation.element.numpy_dtype,
+                                                            "same_kind"):
+            raise mismatch()
+        return Parameter(name, annotation, False, "vector")
+    if isinstance(annotation, T.ScalarType):
+        if isinstance(a, np.ndarray) or not isinstance(a, (bool, int, float, np.generic)):
+            raise mismatch()
+        source = np.asarray(a).dtype
+        if not np.can_cast(source, annotation.numpy_dtype, "same_kind") and not (
+            isinstance(a, int) and annotation.is_float
+        ):
+            raise mismatch()
+        return Parameter(name, annotation, False, "float" if annotation.is_float else "int")
+    return _unannotated(name, a)
+
+
+def _unannotated(name: str, a: Any) -> Parameter:
+    if isinstance(a, np.ndarray):
+        if a.ndim == 0:
+            return _unannotated(name, a[()])
+        try:
+            scalar = T.scalar_from_numpy(a.dtype)
+        except TypeError:
+            raise TypeError(f"argument '{name}': kdsl has no type for {a.dtype} arrays") from None
+        return Parameter(name, T.ArrayType(scalar, a.ndim, bool(a.flags.c_contiguous)), False, "object")
+    if isinstance(a, (Vector, Matrix)):
+        scalar = T.scalar_from_numpy(a.dtype)
+        t = T.vector_type(scalar, a.shape[0]) if a.ndim == 1 else T.matrix_type(scalar, *a.shape)
+        return Parameter(name, t, False, "vector")
+    if isinstance(a, bool):
+        return Parameter(name, T.bool_, True, "int")
+    if isinstance(a, int):
+        return Parameter(name, T.i64, True, "int")
+    if isinstance(a, float):
+        return Parameter(name, T.f64, True, "float")
+    if isinstance(a, np.generic):
+        try:
+            scalar = T.scalar_from_numpy(a.dtype)
+        except TypeError:
+            raise TypeError(f"argument '{name}': kdsl has no type for {a.dtype}") from None
+        return Parameter(name, scalar, False, "float" if scalar.is_float else "int")
+    raise TypeError(f"argument '{name}': kdsl cannot pass {_describe_argument(a)} to a kernel")
+
+
+def variable_types(params: list[Parameter]) -> list[VariableType]:
+    return [VariableType(p.type, p.weak) for p in params]

@@ -1,0 +1,194 @@
+"""From a kernel and its argument types to loaded machine code, through the disk cache."""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import struct
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from kdsl import types as T
+from kdsl.codegen.emit_kernel import STATUS_SLOTS, CodegenOptions, ErrorCode, Site, emit_kernel
+from kdsl.frontend.dependencies import Dependencies
+from kdsl.frontend.function import lower_kernel
+from kdsl.frontend.scope import VariableType
+from kdsl.ir.core import Module
+from kdsl.ir.passes.pipeline import PassOptions, run_pipeline
+from kdsl.runtime import cache
+from kdsl.runtime.arguments import Parameter, variable_types
+from kdsl.runtime.ndarray_layout import ndarray_offsets
+
+VERSION = "0.1.0"
+_loaded: dict[str, int] = {}
+_load_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    debug: bool = False
+    fastmath: bool = True
+
+    def codegen(self) -> CodegenOptions:
+        flags = ("reassoc", "contract") if self.fastmath else ()
+        return CodegenOptions(fastmath=flags, ndarray_offsets=ndarray_offsets())
+
+
+def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
+                       stop_after: str | None = None) -> tuple[Module, list[VariableType]]:
+    function, context, results = lower_kernel(fn, variable_types(params), options.debug)
+    module = Module(function, {f.name: f for f in context.funcs.values()})
+    run_pipeline(module, PassOptions(debug=options.debug), stop_after=stop_after)
+    return module, results
+
+
+def llvm_ir_text(fn: Any, params: list[Parameter], options: BuildOptions, entry: str) -> tuple[str, Any]:
+    module, results = lower_and_optimize(fn, params, options)
+    emitted = emit_kernel(module.kernel, options.codegen(), entry)
+    return str(emitted.module), (emitted, results)
+
+
+def cache_key(deps: Dependencies, params: list[Parameter], options: BuildOptions) -> str:
+    from kdsl.codegen.cpu import target_description
+
+    h = hashlib.sha256()
+    parts = [
+        f"kdsl {VERSION}", sys.version, np.__version__, target_description(),
+        repr(ndarray_offsets()), repr(options),
+        repr([(p.name, p.type, p.weak, p.passing) for p in params]),
+        *deps.key_parts(),
+    ]
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class CompiledKernel:
+    """A loaded specialisation: converts arguments, calls, raises errors, decodes results."""
+
+    def __init__(self, name: str, address: int, params: list[Parameter],
+                 results: list[VariableType], sites: list[Site], deps: Dependencies) -> None:
+        self.name = name
+        self.params = params
+        self.results = results
+        self.sites = sites
+        self.deps = deps
+        argtypes: list[Any] = []
+        self.converters: list[Any] = []
+        for p in params:
+            if p.passing == "object":
+                argtypes.append(ctypes.py_object)
+                self.converters.append(_array_converter(p))
+            elif p.passing == "vector":
+                argtypes.append(ctypes.py_object)
+                dtype = T.element_scalar(p.type).numpy_dtype
+                self.converters.append(lambda a, dtype=dtype: np.ascontiguousarray(a, dtype=dtype))
+            elif p.passing == "float":
+                argtypes.append(ctypes.c_double)
+                self.converters.append(float)
+            else:
+                argtypes.append(ctypes.c_int64)
+                self.converters.append(int)
+        argtypes.append(ctypes.py_object)
+        self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
+        self.status_size = STATUS_SLOTS + sum(T.element_count(r.type) for r in results)
+        self.passthrough = all(
+            p.passing == "object" and not p.trailing_shape for p in params
+        )
+
+    def __call__(self, args: tuple) -> Any:
+        status = np.zeros(self.status_size, dtype=np.int64)
+        if self.passthrough and all(type(a) is np.ndarray for a in args):
+            self.cfunc(*args, status)
+        else:
+            self.cfunc(*[c(a) for c, a in zip(self.converters, args)], status)
+        if status[0]:
+            self._raise(status)
+        if not self.results:
+            return None
+        return self._decode(status)
+
+    def _raise(self, status: np.ndarray) -> None:
+        code, site_index, index, size = (int(x) for x in status[:4])
+        site = self.sites[site_index]
+        loc = site.location
+        where = f'kernel {self.name}, File "{loc.file}", line {loc.line}'
+        line = loc.source_line().strip()
+        if code == ErrorCode.INDEX:
+            message = (f"index {index} is out of bounds for {site.detail} with size {size} "
+                       f"({where})")
+            raise IndexError(message + (f"\n    {line}" if line else ""))
+        message = site.detail or "assertion failed"
+        raise AssertionError(f"{message} ({where})" + (f"\n    {line}" if line else ""))
+
+    def _decode(self, status: np.ndarray) -> Any:
+        values = []
+        slot = STATUS_SLOTS
+        for r in self.results:
+            scalar = T.element_scalar(r.type)
+            count = T.element_count(r.type)
+            raw = status[slot:slot + count]
+            slot += count
+            if scalar.is_float:
+                parts = raw.view(np.float64).astype(scalar.numpy_dtype)
+            else:
+                parts = raw.astype(scalar.numpy_dtype)
+            if isinstance(r.type, T.ScalarType):
+                value = parts[0]
+                values.append(value.item() if r.weak else value)
+            else:
+                values.append(parts.reshape(T.element_shape(r.type)))
+        return values[0] if len(values) == 1 else tuple(values)
+
+
+def _array_converter(p: Parameter) -> Any:
+    trailing = p.trailing_shape
+
+    def convert(a: Any) -> Any:
+        if type(a) is not np.ndarray:
+            unwrap = getattr(a, "__kdsl_array__", None)
+            a = unwrap() if unwrap is not None else a
+        if trailing and a.shape[a.ndim - len(trailing):] != trailing:
+            raise TypeError(f"argument '{p.name}': expected trailing axes {trailing} for "
+                            f"{p.type.dtype}, got an array of shape {a.shape}")
+        return a
+
+    return convert
+
+
+def compile_kernel(fn: Any, name: str, params: list[Parameter], deps: Dependencies,
+                   options: BuildOptions) -> CompiledKernel:
+    """Machine code for one specialisation: from the disk cache, or compiled and stored."""
+    from kdsl.codegen.cpu import emit_object, load_object, optimize
+
+    key = cache_key(deps, params, options)
+    entry = f"kdsl_entry_{key[:24]}"
+    with _load_lock:
+        address = _loaded.get(key)
+        meta: dict | None = None
+        if address is None:
+            hit = cache.load(key)
+            if hit is not None:
+                code, meta = hit
+            else:
+                text, (emitted, results) = llvm_ir_text(fn, params, options, entry)
+                code = emit_object(optimize(text))
+                meta = {"sites": emitted.sites, "results": results}
+                cache.store(key, code, meta)
+            address = load_object(code, entry)
+            _loaded[key] = address
+            _metadata[key] = meta
+        meta = _metadata[key]
+    return CompiledKernel(name, address, params, meta["results"], meta["sites"], deps)
+
+
+_metadata: dict[str, Any] = {}
+
+
+def float_bits(x: float) -> int:
+    return struct.unpack("<q", struct.pack("<d", x))[0]

@@ -1,0 +1,136 @@
+"""``@kd.kernel`` and ``@kd.func``: dispatch on argument types, with a fast path for
+repeated calls, compilation on first use, and inspection of every stage."""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kdsl.frontend.dependencies import Dependencies, scan_dependencies
+from kdsl.frontend.function import parameter_annotations
+from kdsl.frontend.source import read_function
+from kdsl.runtime.arguments import Parameter, argument_key, parameter_for
+from kdsl.runtime.compiler import BuildOptions, CompiledKernel, compile_kernel
+
+
+def _debug_default() -> bool:
+    return os.environ.get("KDSL_DEBUG", "0") not in ("0", "", "false", "False", "no", "off")
+
+
+class Func:
+    """A function callable from kernels (inlined there) and from Python as plain Python."""
+
+    __kdsl_func__ = True
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.py_function = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.py_function(*args)
+
+    def __repr__(self) -> str:
+        return f"<kd.func {self.py_function.__qualname__}>"
+
+
+class Kernel:
+    """An entry point called from Python; compiled per argument-type signature."""
+
+    __kdsl_kernel__ = True
+
+    def __init__(self, fn: Callable[..., Any], debug: bool | None = None,
+                 fastmath: bool = True) -> None:
+        self.py_function = fn
+        functools.update_wrapper(self, fn)
+        self.options = BuildOptions(debug=_debug_default() if debug is None else debug,
+                                    fastmath=fastmath)
+        self._specialisations: dict[Any, CompiledKernel] = {}
+        self._lock = threading.Lock()
+        self._annotations: list[Any] | None = None
+        self._names: list[str] | None = None
+
+    def __repr__(self) -> str:
+        return f"<kd.kernel {self.py_function.__qualname__}>"
+
+    # --- calling ------------------------------------------------------------------------
+
+    def __call__(self, *args: Any) -> Any:
+        try:
+            key = tuple(map(argument_key, args))
+            compiled = self._specialisations.get(key)
+        except TypeError:
+            compiled, key = None, None
+        if compiled is None or not compiled.deps.constants_unchanged():
+            compiled = self._specialise(args, key)
+        return compiled(args)
+
+    def python(self, *args: Any) -> Any:
+        """Runs the kernel's own function as plain Python: the reference semantics."""
+        from kdsl.runtime.python_mode import run_as_python
+
+        return run_as_python(self, args)
+
+    def parameters(self, args: tuple) -> list[Parameter]:
+        if self._annotations is None:
+            self._annotations = parameter_annotations(self.py_function)
+            self._names = [a.arg for a in read_function(self.py_function).tree.args.args]
+        assert self._names is not None
+        if len(args) != len(self._names):
+            raise TypeError(
+                f"{self.__name__}() takes {len(self._names)} arguments, got {len(args)}"
+            )
+        return [parameter_for(n, ann, a) for n, ann, a in zip(self._names, self._annotations, args)]
+
+    def _specialise(self, args: tuple, key: Any) -> CompiledKernel:
+        params = self.parameters(args)
+        with self._lock:
+            deps = scan_dependencies(self.py_function)
+            compiled = compile_kernel(self.py_function, self.__name__, params, deps, self.options)
+            if key is not None:
+                self._specialisations[key] = compiled
+        return compiled
+
+    # --- inspection ------------------------------------------------------------------
+
+    def ir(self, *args: Any, stage: str = "optimized") -> str:
+        """The printed IR of the specialisation for these arguments, after ``stage``."""
+        from kdsl.ir.passes.pipeline import STAGES
+        from kdsl.ir.printer import print_function
+        from kdsl.runtime.compiler import lower_and_optimize
+
+        if stage not in STAGES:
+            raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
+        stop = None if stage == "optimized" else stage
+        module, _ = lower_and_optimize(self.py_function, self.parameters(args), self.options, stop)
+        return print_function(module.kernel)
+
+    def llvm_ir(self, *args: Any, optimized: bool = False) -> str:
+        """The LLVM IR for these arguments (as generated, or after LLVM's O3)."""
+        from kdsl.runtime.compiler import llvm_ir_text
+
+        text, _ = llvm_ir_text(self.py_function, self.parameters(args), self.options,
+                               f"kdsl_entry_{self.__name__}")
+        if optimized:
+            from kdsl.codegen.cpu import optimize
+
+            return str(optimize(text))
+        return text
+
+    def dependencies(self) -> Dependencies:
+        return scan_dependencies(self.py_function)
+
+
+def kernel(fn: Callable[..., Any] | None = None, *, debug: bool | None = None,
+           fastmath: bool = True) -> Any:
+    """Marks a kernel; ``@kd.kernel(debug=True)`` bounds-checks every array access."""
+    if fn is None:
+        return lambda f: Kernel(f, debug=debug, fastmath=fastmath)
+    return Kernel(fn, debug=debug, fastmath=fastmath)
+
+
+def func(fn: Callable[..., Any]) -> Func:
+    """Marks a function callable from kernels."""
+    return Func(fn)

@@ -1,0 +1,52 @@
+"""Running a kernel's own function as plain Python, the reference for its compiled code.
+
+Arrays of vectors and matrices are viewed so that ``pos[i]`` is a small vector value
+(a copy, as in a kernel), and ``pos.shape`` lists the indexed axes only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kdsl import types as T
+from kdsl.builtins import Matrix, Vector
+
+
+class ElementArrayView:
+    """An (n..., *element_shape) NumPy array seen as an array of vectors or matrices."""
+
+    def __init__(self, data: np.ndarray, element: Any) -> None:
+        self.data = data
+        self.element = element
+        self.ndim = data.ndim - len(T.element_shape(element))
+        self.shape = data.shape[: self.ndim]
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index: Any) -> Any:
+        value = np.array(self.data[index], copy=True)
+        return value.view(Vector if isinstance(self.element, T.VectorType) else Matrix)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.data[index] = value
+
+
+def run_as_python(kernel: Any, args: tuple) -> Any:
+    params = kernel.parameters(args)
+    wrapped = []
+    for p, a in zip(params, args):
+        unwrap = getattr(a, "__kdsl_array__", None)
+        if unwrap is not None:
+            a = unwrap()
+        if isinstance(p.type, T.ArrayType) and not isinstance(p.type.dtype, T.ScalarType):
+            a = ElementArrayView(a, p.type.dtype)
+        elif p.passing == "vector":
+            arr = np.array(a, dtype=T.element_scalar(p.type).numpy_dtype)
+            a = arr.view(Vector if isinstance(p.type, T.VectorType) else Matrix)
+        elif isinstance(p.type, T.ScalarType) and not p.weak:
+            a = p.type.numpy_dtype.type(a)
+        wrapped.append(a)
+    return kernel.py_function(*wrapped)

@@ -1,0 +1,318 @@
+"""The types of kdsl values: scalars, small vectors and matrices, arrays; promotion rules."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Union
+
+import numpy as np
+
+
+class ScalarKind(enum.Enum):
+    BOOL = "bool"
+    INT = "int"
+    UINT = "uint"
+    FLOAT = "float"
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    """A machine scalar. Calling it converts a Python value the way NumPy would."""
+
+    name: str
+    kind: ScalarKind
+    bits: int
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return np.dtype(_NUMPY_NAMES[self.name])
+
+    @property
+    def itemsize(self) -> int:
+        return 1 if self.kind is ScalarKind.BOOL else self.bits // 8
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind is ScalarKind.FLOAT
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in (ScalarKind.INT, ScalarKind.UINT)
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind is ScalarKind.INT
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind is ScalarKind.BOOL
+
+    def __call__(self, value: Any) -> Any:
+        """Plain-Python behaviour of a cast such as ``kd.f32(x)``."""
+        return self.numpy_dtype.type(value)
+
+
+bool_ = ScalarType("bool", ScalarKind.BOOL, 1)
+i8 = ScalarType("i8", ScalarKind.INT, 8)
+i16 = ScalarType("i16", ScalarKind.INT, 16)
+i32 = ScalarType("i32", ScalarKind.INT, 32)
+i64 = ScalarType("i64", ScalarKind.INT, 64)
+u8 = ScalarType("u8", ScalarKind.UINT, 8)
+u16 = ScalarType("u16", ScalarKind.UINT, 16)
+u32 = ScalarType("u32", ScalarKind.UINT, 32)
+u64 = ScalarType("u64", ScalarKind.UINT, 64)
+f32 = ScalarType("f32", ScalarKind.FLOAT, 32)
+f64 = ScalarType("f64", ScalarKind.FLOAT, 64)
+
+SCALAR_TYPES = (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f32, f64)
+_NUMPY_NAMES = {
+    "bool": "bool", "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64",
+    "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+    "f32": "float32", "f64": "float64",
+}
+_BY_NUMPY = {np.dtype(v): next(t for t in SCALAR_TYPES if t.name == k) for k, v in _NUMPY_NAMES.items()}
+
+
+def scalar_from_numpy(dtype: Any) -> ScalarType:
+    """The kdsl scalar type of a NumPy dtype; TypeError if kdsl has none."""
+    try:
+        return _BY_NUMPY[np.dtype(dtype)]
+    except (KeyError, TypeError):
+        raise TypeError(f"kdsl has no scalar type for NumPy dtype {dtype}") from None
+
+
+@dataclass(frozen=True)
+class VectorType:
+    """A small fixed-size vector of scalars (``kd.vec3`` is three f32)."""
+
+    name: str
+    element: ScalarType
+    size: int
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.size,)
+
+    @property
+    def count(self) -> int:
+        return self.size
+
+    def __call__(self, *components: Any) -> Any:
+        from kdsl.builtins import make_vector
+
+        return make_vector(self, components)
+
+
+@dataclass(frozen=True)
+class MatrixType:
+    """A small fixed-size row-major matrix of scalars (``kd.mat33``)."""
+
+    name: str
+    element: ScalarType
+    rows: int
+    cols: int
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.rows, self.cols)
+
+    @property
+    def count(self) -> int:
+        return self.rows * self.cols
+
+    def __call__(self, *components: Any) -> Any:
+        from kdsl.builtins import make_matrix
+
+        return make_matrix(self, components)
+
+
+vec2 = VectorType("vec2", f32, 2)
+vec3 = VectorType("vec3", f32, 3)
+vec4 = VectorType("vec4", f32, 4)
+vec2d = VectorType("vec2d", f64, 2)
+vec3d = VectorType("vec3d", f64, 3)
+vec4d = VectorType("vec4d", f64, 4)
+ivec2 = VectorType("ivec2", i32, 2)
+ivec3 = VectorType("ivec3", i32, 3)
+ivec4 = VectorType("ivec4", i32, 4)
+mat22 = MatrixType("mat22", f32, 2, 2)
+mat33 = MatrixType("mat33", f32, 3, 3)
+mat44 = MatrixType("mat44", f32, 4, 4)
+mat33d = MatrixType("mat33d", f64, 3, 3)
+
+NAMED_VECTORS = (vec2, vec3, vec4, vec2d, vec3d, vec4d, ivec2, ivec3, ivec4)
+NAMED_MATRICES = (mat22, mat33, mat44, mat33d)
+
+
+def vector_type(element: ScalarType, size: int) -> VectorType:
+    for v in NAMED_VECTORS:
+        if v.element == element and v.size == size:
+            return v
+    return VectorType(f"vec{size}<{element.name}>", element, size)
+
+
+def matrix_type(element: ScalarType, rows: int, cols: int) -> MatrixType:
+    for m in NAMED_MATRICES:
+        if m.element == element and m.rows == rows and m.cols == cols:
+            return m
+    return MatrixType(f"mat{rows}{cols}<{element.name}>", element, rows, cols)
+
+
+ElementType = Union[ScalarType, VectorType, MatrixType]
+
+
+def element_scalar(t: ElementType) -> ScalarType:
+    return t if isinstance(t, ScalarType) else t.element
+
+
+def element_shape(t: ElementType) -> tuple[int, ...]:
+    return () if isinstance(t, ScalarType) else t.shape
+
+
+def element_count(t: ElementType) -> int:
+    return 1 if isinstance(t, ScalarType) else t.count
+
+
+def with_element_scalar(t: ElementType, scalar: ScalarType) -> ElementType:
+    """The same shape of value with another scalar type (vec3 with f64 is vec3d)."""
+    if isinstance(t, ScalarType):
+        return scalar
+    if isinstance(t, VectorType):
+        return vector_type(scalar, t.size)
+    return matrix_type(scalar, t.rows, t.cols)
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """An n-d array of elements; vector and matrix elements are backed by trailing axes.
+
+    ``contiguous`` is None in annotations (any layout accepted) and True or False in a
+    specialisation: a C-contiguous array lets the compiler use constant strides.
+    """
+
+    dtype: ElementType
+    ndim: int = 1
+    contiguous: bool | None = None
+
+    def __repr__(self) -> str:
+        layout = {None: "", True: ", C", False: ", A"}[self.contiguous]
+        return f"array<{self.dtype}, {self.ndim}{layout}>"
+
+    __str__ = __repr__
+
+    @property
+    def full_ndim(self) -> int:
+        return self.ndim + len(element_shape(self.dtype))
+
+    def specialised(self, contiguous: bool) -> ArrayType:
+        return ArrayType(self.dtype, self.ndim, contiguous)
+
+
+class _ArrayAnnotation:
+    """``kd.Array[dtype]`` or ``kd.Array[dtype, ndim]`` in annotations."""
+
+    def __class_getitem__(cls, item: Any) -> ArrayType:
+        if isinstance(item, tuple):
+            dtype, ndim = item
+        else:
+            dtype, ndim = item, 1
+        dtype = as_element_type(dtype)
+        if not isinstance(ndim, int) or ndim < 1:
+            raise TypeError(f"kd.Array needs a positive number of dimensions, got {ndim!r}")
+        return ArrayType(dtype, ndim)
+
+
+Array = _ArrayAnnotation
+
+
+@dataclass(frozen=True)
+class TupleType:
+    """The type of a returned tuple of values."""
+
+    items: tuple[Any, ...]
+
+    def __repr__(self) -> str:
+        return "(" + ", ".join(map(str, self.items)) + ")"
+
+    __str__ = __repr__
+
+
+class _NoneType:
+    def __repr__(self) -> str:
+        return "none"
+
+    __str__ = __repr__
+
+
+none_type = _NoneType()
+
+Type = Union[ScalarType, VectorType, MatrixType, ArrayType, TupleType, _NoneType]
+
+
+def as_element_type(obj: Any) -> ElementType:
+    """Accepts kd types, NumPy dtypes and the Python types float, int and bool."""
+    if isinstance(obj, (ScalarType, VectorType, MatrixType)):
+        return obj
+    if obj is float:
+        return f64
+    if obj is int:
+        return i64
+    if obj is bool:
+        return bool_
+    return scalar_from_numpy(obj)
+
+
+def is_numeric_value_type(t: Any) -> bool:
+    return isinstance(t, (ScalarType, VectorType, MatrixType))
+
+
+@lru_cache(maxsize=None)
+def promote_scalars(a: ScalarType, b: ScalarType) -> ScalarType:
+    """NumPy 2's promotion of two strongly typed scalars."""
+    return scalar_from_numpy(np.result_type(a.numpy_dtype, b.numpy_dtype))
+
+
+@lru_cache(maxsize=None)
+def promote_weak(strong: ScalarType, weak: ScalarType) -> ScalarType:
+    """NumPy 2 (NEP 50) promotion of a typed value with a Python scalar of type ``weak``."""
+    if weak.is_bool:
+        return strong if not strong.is_bool else bool_
+    if weak.is_integer:
+        return strong if not strong.is_bool else i64
+    # a Python float
+    return strong if strong.is_float else f64
+
+
+def promote(a: ScalarType, a_weak: bool, b: ScalarType, b_weak: bool) -> tuple[ScalarType, bool]:
+    """The scalar type of a binary arithmetic result, and whether it is still weak."""
+    if a_weak and b_weak:
+        if a.is_float or b.is_float:
+            return f64, True
+        if a.is_integer or b.is_integer:
+            return i64, True
+        return bool_, True
+    if a_weak:
+        return promote_weak(b, a), False
+    if b_weak:
+        return promote_weak(a, b), False
+    return promote_scalars(a, b), False
