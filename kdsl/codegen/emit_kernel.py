@@ -84,6 +84,22 @@ def _free_values(block: Block) -> list[Value]:
     return [v for v in used if v not in defined]
 
 
+SPECULATION_LIMIT = 48
+
+
+def _speculatable(op: Operation) -> bool:
+    """A branch whose regions only compute (no memory, no loops) and are small."""
+    count = 0
+    for region in op.regions:
+        for inner in region.walk():
+            count += 1
+            if inner.name in ("yield", "if"):
+                continue
+            if not lookup(inner.name).has(Trait.PURE) or inner.name == "pow":
+                return False
+    return count <= SPECULATION_LIMIT
+
+
 class KernelEmitter:
     """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
 
@@ -389,6 +405,8 @@ class KernelEmitter:
 
     def emit_if(self, op: Operation) -> list[Repr]:
         cond = self.values[op.operands[0]]
+        if _speculatable(op):
+            return self._emit_if_as_select(op, cond)
         fn = self.b.function
         then_bb = fn.append_basic_block("if.then")
         else_bb = fn.append_basic_block("if.else")
@@ -408,6 +426,33 @@ class KernelEmitter:
         phis = self._phis(types, then_vals, then_end)
         self._add_incoming(phis, else_vals, else_end)
         return phis
+
+    def _emit_if_as_select(self, op: Operation, cond: ir.Value) -> list[Repr]:
+        """Both branches run and the results are selected: straight-line code that the
+        loop vectoriser can handle (only for small, pure branches)."""
+        then_values = self.emit_block(op.regions[0])
+        else_values = self.emit_block(op.regions[1])
+        results = []
+        for a, b in zip(then_values, else_values):
+            if isinstance(a, list):
+                results.append([self._select(cond, x, y) for x, y in zip(a, b)])
+            else:
+                results.append(self._select(cond, a, b))
+        return results
+
+    def _select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
+        """``cond ? a : b``; a conditional accumulation ``cond ? s + x : s`` becomes
+        ``s + (cond ? x : 0)``, the form LLVM's loop vectoriser recognises as a reduction."""
+        for taken, other, flip in ((a, b, False), (b, a, True)):
+            if (isinstance(taken, ir.Instruction) and taken.opname in ("fadd", "add")
+                    and len(taken.operands) == 2 and other in taken.operands):
+                addend = taken.operands[1] if taken.operands[0] is other else taken.operands[0]
+                zero = ir.Constant(addend.type, 0.0 if taken.opname == "fadd" else 0)
+                picked = self.b.select(cond, zero, addend) if flip else self.b.select(cond, addend, zero)
+                if taken.opname == "fadd":
+                    return self.b.fadd(other, picked, flags=self.options.fastmath)
+                return self.b.add(other, picked)
+        return self.b.select(cond, a, b)
 
     def emit_for(self, op: Operation) -> list[Repr]:
         start, stop, step, *inits = (self.values[v] for v in op.operands)
@@ -542,11 +587,13 @@ class KernelEmitter:
             buffer = self._entry_alloca(lt, MAX_THREADS * len(flat_types(t)))
             partials.append(buffer)
             fields.append(buffer)
-        struct_t = ir.LiteralStructType([f.type for f in fields])
+        # constants (such as a contiguous array's strides) stay constants in the region
+        passed = [f for f in fields if not isinstance(f, ir.Constant)]
+        struct_t = ir.LiteralStructType([f.type for f in passed])
         ctx = self._entry_alloca(struct_t)
-        for k, f in enumerate(fields):
+        for k, f in enumerate(passed):
             self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
-        outlined = self._emit_outlined(body, struct_t, ndim, free, types, kinds)
+        outlined = self._emit_outlined(body, struct_t, fields, ndim, free, types, kinds)
         requested = self.b.load(self.num_threads_global)
         nthreads = self.scalar.op_min(T.i32, self.scalar.op_max(T.i32, requested, ir.Constant(i32, 1)),
                                       ir.Constant(i32, MAX_THREADS))
@@ -597,8 +644,9 @@ class KernelEmitter:
             results.append(total)
         return results
 
-    def _emit_outlined(self, body: Block, struct_t: ir.LiteralStructType, ndim: int,
-                       free: list[Value], types: list[Any], kinds: tuple[str, ...]) -> ir.Function:
+    def _emit_outlined(self, body: Block, struct_t: ir.LiteralStructType, fields: list[ir.Value],
+                       ndim: int, free: list[Value], types: list[Any],
+                       kinds: tuple[str, ...]) -> ir.Function:
         self.region_count += 1
         name = f"{self.kernel.name}.parallel.{self.region_count}"
         fn = ir.Function(self.module, ir.FunctionType(void, [i8_ptr]), name)
@@ -607,10 +655,15 @@ class KernelEmitter:
         self._start_function(fn)
         self.in_parallel = True
         ctx = self.b.bitcast(fn.args[0], struct_t.as_pointer())
-        loaded = [
-            self.b.load(self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
-            for k in range(len(struct_t.elements))
-        ]
+        loaded = []
+        slot = 0
+        for f in fields:
+            if isinstance(f, ir.Constant):
+                loaded.append(f)
+                continue
+            pointer = self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, slot)])
+            loaded.append(self.b.load(pointer))
+            slot += 1
         self.status = loaded[0]
         extents = loaded[1:1 + ndim]
         position = 1 + ndim

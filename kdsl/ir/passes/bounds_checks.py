@@ -26,7 +26,10 @@ class _Emitter:
         return self.add("constant", [], [type], value=value, type=type).result
 
 
-def _guard(op: Operation) -> list[Operation]:
+_GUARD_YIELDS: set[Operation] = set()
+
+
+def _guard(op: Operation) -> tuple[list[Operation], dict[Value, Value]]:
     array = op.operands[0]
     indices = op.operands[1:] if op.name == "array_load" else op.operands[1:-1]
     e = _Emitter(op)
@@ -45,7 +48,9 @@ def _guard(op: Operation) -> list[Operation]:
     then_block, else_block = Block(), Block()
     op.parent = then_block
     then_block.ops.append(op)
-    then_block.ops.append(Operation("yield", list(op.results), [], {}, None, op.location))
+    own_yield = Operation("yield", list(op.results), [], {}, None, op.location)
+    _GUARD_YIELDS.add(own_yield)
+    then_block.ops.append(own_yield)
     report = _Emitter(op)
     # report the first failing axis
     for index, size, ok, axis in checks:
@@ -88,9 +93,7 @@ def run(module: Module, options: Any = None) -> None:
     _visit(module.kernel.body, mapping)
     # uses after the access now read the if's results; the yield inside keeps the original
     for op in module.kernel.walk():
-        if op.name == "yield" and op.parent is not None and op.parent.ops and any(
-            v in mapping and op.parent.ops[0].results and v in op.parent.ops[0].results
-            for v in op.operands
-        ):
+        if op in _GUARD_YIELDS:
             continue
         op.operands = [mapping.get(v, v) for v in op.operands]
+    _GUARD_YIELDS.clear()

@@ -13,6 +13,7 @@ from kdsl.ir.passes import (
     demote_atomics,
     inline_funcs,
     simplify,
+    speculate_loads,
 )
 
 
@@ -36,6 +37,8 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("cse", cse.run),
     Pass("dce", dead_code.run),
     Pass("demote-atomics", demote_atomics.run),
+    Pass("speculate-loads", speculate_loads.run),
+    Pass("cse-late", cse.run),
     Pass("bounds-checks", bounds_checks.run, only_in_debug=True),
     Pass("simplify-late", simplify.run),
     Pass("dce-late", dead_code.run),
