@@ -1,11 +1,22 @@
-"""The CPU target: LLVM initialisation, the host target machine, O3 optimisation,
-machine code, and a JIT that loads object code (fresh or from the disk cache)."""
+"""The CPU target: LLVM initialisation, the host target machine, O3 optimisation, and
+machine code, loaded as a shared library (linked with the system linker) or, where no
+linker is installed, into llvmlite's JIT.
+
+Loading a cached shared library needs neither llvmlite nor LLVM: a warm start is fast.
+"""
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
 _lock = threading.Lock()
@@ -13,7 +24,7 @@ _state: dict[str, Any] = {}
 
 
 def llvm() -> Any:
-    """llvmlite's binding layer, initialised once (imported lazily: it costs ~40 ms)."""
+    """llvmlite's binding layer, initialised once (imported lazily: it costs ~30 ms)."""
     binding = _state.get("binding")
     if binding is None:
         import llvmlite.binding as binding
@@ -33,16 +44,25 @@ def target_machine() -> Any:
         target = b.Target.from_default_triple()
         tm = target.create_target_machine(
             cpu=b.get_host_cpu_name(), features=b.get_host_cpu_features().flatten(),
-            opt=3, reloc="default", codemodel="jitdefault", jit=True,
+            opt=3, reloc="pic", codemodel="default",
         )
         _state["target_machine"] = tm
     return tm
 
 
+@functools.lru_cache(maxsize=None)
 def target_description() -> str:
-    """What compiled code depends on: part of every cache key."""
-    b = llvm()
-    return f"{b.get_process_triple()}|{b.get_host_cpu_name()}|{b.get_host_cpu_features().flatten()}"
+    """What compiled code depends on about this machine: part of every cache key.
+
+    Read from the OS where it can be (so that a warm start need not load LLVM)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [ln for ln in f if ln.startswith(("model name", "flags", "vendor_id"))]
+        cpu = hashlib.sha256("".join(sorted(set(lines))).encode()).hexdigest()
+    except OSError:
+        b = llvm()
+        cpu = f"{b.get_host_cpu_name()}|{b.get_host_cpu_features().flatten()}"
+    return f"{platform.system()}|{platform.machine()}|{cpu}"
 
 
 def optimize(llvm_ir: str) -> Any:
@@ -66,6 +86,39 @@ def emit_object(module: Any) -> bytes:
     return bytes(target_machine().emit_object(module))
 
 
+def linker() -> str | None:
+    for name in ("ld", "ld.lld", "ld.gold"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def link_shared_library(code: bytes) -> bytes | None:
+    """Links object code into a shared library; None where no linker works."""
+    ld = linker()
+    if ld is None or platform.system() != "Linux":
+        return None
+    with tempfile.TemporaryDirectory(prefix="kdsl-link-") as tmp:
+        obj, lib = Path(tmp, "kernel.o"), Path(tmp, "kernel.so")
+        obj.write_bytes(code)
+        result = subprocess.run([ld, "-shared", "-o", str(lib), str(obj), "-lm"],
+                                capture_output=True)
+        if result.returncode != 0:
+            return None
+        return lib.read_bytes()
+
+
+_libraries: list[Any] = []
+
+
+def load_shared_library(path: str, entry: str, init: str, hooks: Any) -> int:
+    lib = ctypes.CDLL(path)
+    _libraries.append(lib)
+    getattr(lib, init)(hooks)
+    return int(ctypes.cast(getattr(lib, entry), ctypes.c_void_p).value or 0)
+
+
 def _engine() -> Any:
     engine = _state.get("engine")
     if engine is None:
@@ -75,30 +128,34 @@ def _engine() -> Any:
     return engine
 
 
-def load_object(code: bytes, symbol: str) -> int:
-    """Loads object code into the JIT and returns the address of ``symbol``."""
-    from kdsl.runtime.symbols import register_runtime_symbols
-
+def load_object_in_jit(code: bytes, entry: str, init: str, hooks: Any) -> int:
+    """Loads object code into llvmlite's JIT (used where no linker is installed)."""
     b = llvm()
     with _lock:
-        register_runtime_symbols()
         engine = _engine()
         engine.add_object_file(b.ObjectFileRef.from_data(code))
         engine.finalize_object()
-        address = engine.get_function_address(symbol)
+        address = engine.get_function_address(entry)
+        init_address = engine.get_function_address(init)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(init_address)(ctypes.addressof(hooks))
     if not address:
-        raise RuntimeError(f"compiled code has no symbol {symbol}")
+        raise RuntimeError(f"compiled code has no symbol {entry}")
     return int(address)
 
 
-def load_openmp() -> bool:
-    """Loads the OpenMP runtime (libgomp); False if it is not installed."""
-    if "openmp" in _state:
-        return bool(_state["openmp"])
-    name = ctypes.util.find_library("gomp") or "libgomp.so.1"
-    try:
-        llvm().load_library_permanently(name)
-        _state["openmp"] = True
-    except RuntimeError:
-        _state["openmp"] = False
-    return bool(_state["openmp"])
+def scratch_dir() -> str:
+    path = _state.get("scratch")
+    if path is None:
+        path = tempfile.mkdtemp(prefix="kdsl-")
+        _state["scratch"] = path
+        import atexit
+
+        atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def write_scratch_library(data: bytes, key: str) -> str:
+    path = os.path.join(scratch_dir(), f"{key}.so")
+    with open(path, "wb") as f:
+        f.write(data)
+    return path

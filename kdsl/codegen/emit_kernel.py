@@ -30,6 +30,7 @@ from kdsl.codegen.llvm_types import (
     unflatten,
     void,
 )
+from kdsl.codegen.runtime_hooks import RuntimeHooks
 from kdsl.codegen.scalar_ops import ScalarEmitter
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.location import SourceLocation
@@ -114,8 +115,7 @@ class KernelEmitter:
         self.region_count = 0
         self.status: ir.Value = None  # type: ignore[assignment]
         self.alloca_builders: dict[ir.Function, tuple[ir.IRBuilder, ir.Block]] = {}
-        self.num_threads_global = ir.GlobalVariable(self.module, i32, "kdsl_num_threads")
-        self.num_threads_global.linkage = "external"
+        self.hooks = RuntimeHooks.declare(self.module)
 
     @property
     def b(self) -> ir.IRBuilder:
@@ -124,6 +124,7 @@ class KernelEmitter:
     # --- the entry function ----------------------------------------------------------
 
     def emit(self, entry_name: str) -> EmittedKernel:
+        self.hooks.emit_init(init_symbol(entry_name))
         kernel = self.kernel
         param_types: list[ir.Type] = []
         for arg in kernel.args:
@@ -594,7 +595,7 @@ class KernelEmitter:
         for k, f in enumerate(passed):
             self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
         outlined = self._emit_outlined(body, struct_t, fields, ndim, free, types, kinds)
-        requested = self.b.load(self.num_threads_global)
+        requested = self.b.load(self.hooks.load(self.b, "requested_threads"))
         nthreads = self.scalar.op_min(T.i32, self.scalar.op_max(T.i32, requested, ir.Constant(i32, 1)),
                                       ir.Constant(i32, MAX_THREADS))
         # every partial starts at the identity, for threads the runtime does not start
@@ -621,10 +622,8 @@ class KernelEmitter:
         self.b.call(outlined, [ctx_ptr])
         self.b.branch(done_bb)
         self.b.position_at_end(team_bb)
-        gomp = self.scalar.function(
-            "GOMP_parallel", void, [outlined.type, i8_ptr, i32, i32]
-        )
-        self.b.call(gomp, [outlined, ctx_ptr, nthreads, ir.Constant(i32, 0)])
+        run_team = self.hooks.load(self.b, "parallel")
+        self.b.call(run_team, [outlined, ctx_ptr, nthreads, ir.Constant(i32, 0)])
         self.b.branch(done_bb)
         self.b.position_at_end(done_bb)
         results = []
@@ -672,8 +671,8 @@ class KernelEmitter:
             self.values[v] = unflatten(v.type, loaded[position:position + width])
             position += width
         partials = loaded[position:]
-        tid = self.b.sext(self.b.call(self.scalar.function("omp_get_thread_num", i32, []), []), i64)
-        team = self.b.sext(self.b.call(self.scalar.function("omp_get_num_threads", i32, []), []), i64)
+        tid = self.b.sext(self.b.call(self.hooks.load(self.b, "thread_num"), []), i64)
+        team = self.b.sext(self.b.call(self.hooks.load(self.b, "num_threads"), []), i64)
         chunk = self.b.sdiv(self.b.sub(self.b.add(extents[0], team), ir.Constant(i64, 1)), team)
         lower = self.scalar.op_min(T.i64, self.b.mul(tid, chunk), extents[0])
         upper = self.scalar.op_min(T.i64, self.b.add(lower, chunk), extents[0])
@@ -744,6 +743,10 @@ class KernelEmitter:
                     bits = self.b.sext(part, i64) if scalar_t.bits < 64 else part
                 self.b.store(bits, self.b.gep(self.status, [ir.Constant(i64, slot)]))
                 slot += 1
+
+
+def init_symbol(entry_name: str) -> str:
+    return f"{entry_name}_init"
 
 
 def emit_kernel(kernel: Function, options: CodegenOptions, entry_name: str) -> EmittedKernel:

@@ -1,5 +1,5 @@
 """``print`` in kernels: values are packed with a kind code each and handed to the
-runtime's print callback (``kdsl_print``), which formats them as Python would."""
+runtime's print hook, which formats them as Python would."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from kdsl import types as T
-from kdsl.codegen.llvm_types import f64, flatten, i8, i8_ptr, i32, i64, void
+from kdsl.codegen.llvm_types import f64, flatten, i8, i8_ptr, i32, i64
 from kdsl.ir.core import Operation
 
 if TYPE_CHECKING:
@@ -76,5 +76,5 @@ def emit_print(emitter: KernelEmitter, op: Operation) -> None:
         if value.type != i64:
             value = b.ptrtoint(value, i64)
         b.store(value, b.gep(payload, [ir.Constant(i64, k)]))
-    callback = emitter.scalar.function("kdsl_print", void, [i32, i8.as_pointer(), i64.as_pointer()])
+    callback = emitter.hooks.load(b, "print")
     b.call(callback, [ir.Constant(i32, n), kinds, payload])

@@ -28,21 +28,23 @@ def cache_dir() -> Path:
 
 def _paths(key: str) -> tuple[Path, Path]:
     directory = cache_dir() / key[:2]
-    return directory / f"{key}.o", directory / f"{key}.meta"
+    return directory / f"{key}.bin", directory / f"{key}.meta"
 
 
-def load(key: str) -> tuple[bytes, Any] | None:
+def load(key: str) -> tuple[Path, Any] | None:
+    """The path of a cached library or object file, and its metadata; None on a miss."""
     if not cache_enabled():
         return None
-    obj_path, meta_path = _paths(key)
+    code_path, meta_path = _paths(key)
     try:
-        code = obj_path.read_bytes()
         meta = pickle.loads(meta_path.read_bytes())
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError):
+        size = code_path.stat().st_size
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError,
+            IndexError, TypeError):
         return None
-    if not isinstance(meta, dict) or meta.get("key") != key:
+    if not isinstance(meta, dict) or meta.get("key") != key or meta.get("size") != size:
         return None
-    return code, meta
+    return code_path, meta
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -60,12 +62,14 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def store(key: str, code: bytes, meta: dict) -> None:
+def store(key: str, code: bytes, meta: dict) -> Path | None:
+    """Writes code and metadata (metadata last: an entry is complete once it exists)."""
     if not cache_enabled():
-        return
-    obj_path, meta_path = _paths(key)
+        return None
+    code_path, meta_path = _paths(key)
     try:
-        _atomic_write(obj_path, code)
-        _atomic_write(meta_path, pickle.dumps(dict(meta, key=key)))
+        _atomic_write(code_path, code)
+        _atomic_write(meta_path, pickle.dumps(dict(meta, key=key, size=len(code))))
     except OSError:
-        pass  # a read-only or full disk only costs a recompile next time
+        return None  # a read-only or full disk only costs a recompile next time
+    return code_path

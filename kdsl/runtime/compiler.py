@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 
 from kdsl import types as T
-from kdsl.codegen.emit_kernel import STATUS_SLOTS, CodegenOptions, ErrorCode, Site, emit_kernel
+from kdsl.codegen.emit_kernel import (
+    STATUS_SLOTS,
+    CodegenOptions,
+    ErrorCode,
+    Site,
+    emit_kernel,
+    init_symbol,
+)
 from kdsl.frontend.dependencies import Dependencies
 from kdsl.frontend.function import lower_kernel
 from kdsl.frontend.scope import VariableType
@@ -164,27 +171,40 @@ def _array_converter(p: Parameter) -> Any:
 def compile_kernel(fn: Any, name: str, params: list[Parameter], deps: Dependencies,
                    options: BuildOptions) -> CompiledKernel:
     """Machine code for one specialisation: from the disk cache, or compiled and stored."""
-    from kdsl.codegen.cpu import emit_object, load_object, optimize
-
     key = cache_key(deps, params, options)
-    entry = f"kdsl_entry_{key[:24]}"
     with _load_lock:
-        address = _loaded.get(key)
-        meta: dict | None = None
-        if address is None:
-            hit = cache.load(key)
-            if hit is not None:
-                code, meta = hit
-            else:
-                text, (emitted, results) = llvm_ir_text(fn, params, options, entry)
-                code = emit_object(optimize(text))
-                meta = {"sites": emitted.sites, "results": results}
-                cache.store(key, code, meta)
-            address = load_object(code, entry)
-            _loaded[key] = address
-            _metadata[key] = meta
-        meta = _metadata[key]
+        if key not in _loaded:
+            _loaded[key], _metadata[key] = _load_or_build(fn, params, options, key)
+        address, meta = _loaded[key], _metadata[key]
     return CompiledKernel(name, address, params, meta["results"], meta["sites"], deps)
+
+
+def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
+                   key: str) -> tuple[int, dict]:
+    from kdsl.codegen import cpu
+    from kdsl.runtime.symbols import hook_table
+
+    entry = f"kdsl_entry_{key[:24]}"
+    init = init_symbol(entry)
+    hit = cache.load(key)
+    if hit is not None:
+        path, meta = hit
+        try:
+            if meta["format"] == "shared":
+                return cpu.load_shared_library(str(path), entry, init, hook_table()), meta
+            return cpu.load_object_in_jit(path.read_bytes(), entry, init, hook_table()), meta
+        except (OSError, AttributeError, RuntimeError):
+            pass  # unreadable or incomplete: compile afresh below
+    text, (emitted, results) = llvm_ir_text(fn, params, options, entry)
+    code = cpu.emit_object(cpu.optimize(text))
+    library = cpu.link_shared_library(code)
+    meta = {"sites": emitted.sites, "results": results,
+            "format": "object" if library is None else "shared"}
+    stored = cache.store(key, code if library is None else library, meta)
+    if library is None:
+        return cpu.load_object_in_jit(code, entry, init, hook_table()), meta
+    path = str(stored) if stored is not None else cpu.write_scratch_library(library, key)
+    return cpu.load_shared_library(path, entry, init, hook_table()), meta
 
 
 _metadata: dict[str, Any] = {}

@@ -1,9 +1,13 @@
-"""Symbols compiled code links against: the thread count, the print callback, and a
-serial stand-in for the OpenMP runtime where libgomp is not installed."""
+"""The runtime's services for compiled code: print, the OpenMP runtime (or a serial
+stand-in where libgomp is not installed) and the requested thread count.
+
+Compiled modules receive these as a table of pointers through their init function.
+"""
 
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import struct
 import sys
 import warnings
@@ -16,10 +20,11 @@ from kdsl.runtime.threads import NUM_THREADS
 _PRINT_T = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.POINTER(ctypes.c_int8),
                             ctypes.POINTER(ctypes.c_int64))
 _REGION_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_GOMP_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
-                           ctypes.c_uint32)
+_PARALLEL_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
+                               ctypes.c_uint32)
 _INT_T = ctypes.CFUNCTYPE(ctypes.c_int32)
-_registered: list[Any] = []
+_keep_alive: list[Any] = []
+_table: list[Any] = []
 
 
 def _format(kind: int, bits: int) -> str:
@@ -57,29 +62,39 @@ def _print(n: int, kinds: Any, payload: Any) -> None:
     sys.stdout.write("".join(out) + "\n")
 
 
-def _serial_gomp(fn: int, data: int, n: int, flags: int) -> None:
+def _serial_parallel(fn: int, data: int, n: int, flags: int) -> None:
     _REGION_T(fn)(data)
 
 
-def register_runtime_symbols() -> None:
-    """Makes the runtime's symbols visible to code loaded into the JIT (once)."""
-    if _registered:
-        return
-    from kdsl.codegen.cpu import llvm, load_openmp
+def _address(fn: Any) -> int:
+    return int(ctypes.cast(fn, ctypes.c_void_p).value or 0)
 
-    b = llvm()
-    callback = _PRINT_T(_print)
-    _registered.append(callback)
-    b.add_symbol("kdsl_print", ctypes.cast(callback, ctypes.c_void_p).value)
-    b.add_symbol("kdsl_num_threads", ctypes.addressof(NUM_THREADS))
-    if not load_openmp():
+
+def _openmp() -> list[int] | None:
+    name = ctypes.util.find_library("gomp") or "libgomp.so.1"
+    try:
+        lib = ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+    _keep_alive.append(lib)
+    return [_address(lib.GOMP_parallel), _address(lib.omp_get_thread_num),
+            _address(lib.omp_get_num_threads)]
+
+
+def hook_table() -> ctypes.Array:
+    """Pointers in the order of codegen.runtime_hooks.HOOK_ORDER."""
+    if _table:
+        return _table[0]
+    printer = _PRINT_T(_print)
+    _keep_alive.append(printer)
+    openmp = _openmp()
+    if openmp is None:
         warnings.warn("libgomp (the OpenMP runtime) was not found: parallel loops run serially",
                       RuntimeWarning, stacklevel=3)
-        fallbacks = [
-            ("GOMP_parallel", _GOMP_T(_serial_gomp)),
-            ("omp_get_thread_num", _INT_T(lambda: 0)),
-            ("omp_get_num_threads", _INT_T(lambda: 1)),
-        ]
-        for name, fn in fallbacks:
-            _registered.append(fn)
-            b.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+        fallbacks = [_PARALLEL_T(_serial_parallel), _INT_T(lambda: 0), _INT_T(lambda: 1)]
+        _keep_alive.extend(fallbacks)
+        openmp = [_address(f) for f in fallbacks]
+    pointers = [_address(printer), *openmp, ctypes.addressof(NUM_THREADS)]
+    table = (ctypes.c_void_p * len(pointers))(*pointers)
+    _table.append(table)
+    return table

@@ -1,0 +1,55 @@
+"""The runtime services compiled code calls, reached through pointers that an exported
+init function fills in after loading.
+
+Compiled code has no undefined symbols of kdsl's own: the same object code works when
+loaded into the JIT or as a shared library from the disk cache, in any process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from kdsl.codegen.llvm_types import i8, i8_ptr, i32, i64, void
+
+REGION_T = ir.FunctionType(void, [i8_ptr])
+HOOK_TYPES: dict[str, ir.FunctionType] = {
+    "print": ir.FunctionType(void, [i32, i8.as_pointer(), i64.as_pointer()]),
+    "parallel": ir.FunctionType(void, [REGION_T.as_pointer(), i8_ptr, i32, i32]),
+    "thread_num": ir.FunctionType(i32, []),
+    "num_threads": ir.FunctionType(i32, []),
+}
+HOOK_ORDER = ("print", "parallel", "thread_num", "num_threads", "requested_threads")
+
+
+@dataclass
+class RuntimeHooks:
+    """Module-private globals holding the runtime's function pointers."""
+
+    module: ir.Module
+    globals: dict[str, ir.GlobalVariable]
+
+    @staticmethod
+    def declare(module: ir.Module) -> RuntimeHooks:
+        hooks = {}
+        for name in HOOK_ORDER:
+            t = HOOK_TYPES[name].as_pointer() if name in HOOK_TYPES else i32.as_pointer()
+            g = ir.GlobalVariable(module, t, f"kdsl.hook.{name}")
+            g.linkage = "internal"
+            g.initializer = ir.Constant(t, None)
+            hooks[name] = g
+        return RuntimeHooks(module, hooks)
+
+    def load(self, builder: ir.IRBuilder, name: str) -> ir.Value:
+        return builder.load(self.globals[name])
+
+    def emit_init(self, name: str) -> None:
+        """``void name(i8** hooks)``: stores each hook pointer, in HOOK_ORDER."""
+        fn = ir.Function(self.module, ir.FunctionType(void, [i8_ptr.as_pointer()]), name)
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        for k, hook in enumerate(HOOK_ORDER):
+            pointer = b.load(b.gep(fn.args[0], [ir.Constant(i32, k)]))
+            g = self.globals[hook]
+            b.store(b.bitcast(pointer, g.type.pointee), g)
+        b.ret_void()
