@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from typing import Any, Union
 
 import numpy as np
@@ -286,13 +286,13 @@ def is_numeric_value_type(t: Any) -> bool:
     return isinstance(t, (ScalarType, VectorType, MatrixType))
 
 
-@lru_cache(maxsize=None)
+@cache
 def promote_scalars(a: ScalarType, b: ScalarType) -> ScalarType:
     """NumPy 2's promotion of two strongly typed scalars."""
     return scalar_from_numpy(np.result_type(a.numpy_dtype, b.numpy_dtype))
 
 
-@lru_cache(maxsize=None)
+@cache
 def promote_weak(strong: ScalarType, weak: ScalarType) -> ScalarType:
     """NumPy 2 (NEP 50) promotion of a typed value with a Python scalar of type ``weak``."""
     if weak.is_bool:

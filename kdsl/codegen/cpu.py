@@ -25,8 +25,7 @@ _state: dict[str, Any] = {}
 
 def llvm() -> Any:
     """llvmlite's binding layer, initialised once (imported lazily: it costs ~30 ms)."""
-    binding = _state.get("binding")
-    if binding is None:
+    if "binding" not in _state:
         import llvmlite.binding as binding
 
         binding.initialize_all_targets()
@@ -34,7 +33,7 @@ def llvm() -> Any:
         binding.initialize_native_target()
         binding.initialize_native_asmprinter()
         _state["binding"] = binding
-    return binding
+    return _state["binding"]
 
 
 def target_machine() -> Any:
@@ -50,7 +49,7 @@ def target_machine() -> Any:
     return tm
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def target_description() -> str:
     """What compiled code depends on about this machine: part of every cache key.
 

@@ -678,7 +678,7 @@ class KernelEmitter:
         upper = self.scalar.op_min(T.i64, self.b.add(lower, chunk), extents[0])
         accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
         finals = self._nested_loops(extents, lower, upper, accs, types, body)
-        for t, final, buffer in zip(types, finals, partials):
+        for final, buffer in zip(finals, partials):
             parts = flatten(final)
             for c, part in enumerate(parts):
                 slot = self.b.add(self.b.mul(tid, ir.Constant(i64, len(parts))), ir.Constant(i64, c))

@@ -9,7 +9,7 @@ vectoriser sees only scalar code and can vectorise across iterations. Arrays are
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from llvmlite import ir
 
@@ -55,7 +55,9 @@ class ArrayView:
         return ArrayView(values[0], list(values[1:1 + full_ndim]), list(values[1 + full_ndim:]))
 
 
-Repr = Union[ir.Value, list, ArrayView]
+# an LLVM value (scalar), a list of them (vector, matrix) or an ArrayView; kept as Any
+# because the emitter dispatches on the IR type, which mypy cannot follow
+Repr = Any
 
 
 def flatten(value: Repr) -> list[ir.Value]:

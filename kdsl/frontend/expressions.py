@@ -359,7 +359,7 @@ class ExpressionLowering(LoweringBase):
     def expr_Call(self, node: ast.Call) -> Any:
         from kdsl.frontend.calls import lower_call
 
-        return lower_call(self, node)
+        return lower_call(self, node)  # type: ignore[arg-type]
 
     def expr_JoinedStr(self, node: ast.JoinedStr) -> Any:
         self.error("f-strings are not supported in kernels; pass values to print()", node)

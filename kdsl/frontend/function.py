@@ -36,9 +36,6 @@ class FunctionLowering(StatementLowering):
             n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
         )
         self.local_names = set(assigned_names(tree.body)) | {a.arg for a in tree.args.args}
-        self.assumptions: dict[str, VariableType] = {}
-        self.loop_depth_counter = 0
-        self.return_arity: int | None = None
         body = tree.body
         self.uses_return_flag = any(
             isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)

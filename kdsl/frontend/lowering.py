@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -69,6 +70,11 @@ class LoweringBase:
         self.uses_return_flag = False
         self.final_return: ast.Return | None = None
         self.needs_rebuild = False
+        self.assumptions: dict[str, VariableType] = {}
+        self.loop_depth_counter = 0
+        self.return_arity: int | None = None
+        self.loaded_counts: Counter[str] = Counter()
+        self.local_names: set[str] = set()
 
     # --- errors and locations --------------------------------------------------------
 
@@ -212,8 +218,6 @@ class LoweringBase:
         if isinstance(obj, (bool, int, float, np.generic)):
             self.context.constants[f"{self.source.name}.{name}"] = obj
         return Static(obj)
-
-    local_names: set[str] = set()
 
     def placeholder(self, name: str, t: Any | None = None) -> Value:
         """The value a local has before any assignment on this path (zero of its type)."""

@@ -50,7 +50,11 @@ class StatementLowering(ExpressionLowering):
             if flags and k + 1 < len(stmts):
                 rest = stmts[k + 1:]
                 guard = self._none_set(flags, stmt)
-                self.if_statement(guard, lambda: self.block(rest), lambda: None, rest[0])
+
+                def lower_rest(rest: list[ast.stmt] = rest) -> None:
+                    self.block(rest)
+
+                self.if_statement(guard, lower_rest, lambda: None, rest[0])
                 return
 
     def _flags_set_by(self, stmt: ast.stmt) -> list[str]:
@@ -180,7 +184,7 @@ class StatementLowering(ExpressionLowering):
         element = self.coerce(self.value_of(value, node), base.type.element, node)
         if isinstance(k, Value):
             updated = base
-            for c in range(base.type.size):
+            for c in range(base.type.count):
                 hit = self.op("eq", k, self.constant(c, T.i64))
                 inserted = self.op("insert", base, element, index=c)
                 updated = self.op("select", hit, inserted, updated)

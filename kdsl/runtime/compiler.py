@@ -203,8 +203,8 @@ def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
     stored = cache.store(key, code if library is None else library, meta)
     if library is None:
         return cpu.load_object_in_jit(code, entry, init, hook_table()), meta
-    path = str(stored) if stored is not None else cpu.write_scratch_library(library, key)
-    return cpu.load_shared_library(path, entry, init, hook_table()), meta
+    library_path = str(stored) if stored is not None else cpu.write_scratch_library(library, key)
+    return cpu.load_shared_library(library_path, entry, init, hook_table()), meta
 
 
 _metadata: dict[str, Any] = {}

@@ -44,6 +44,7 @@ class Kernel:
     def __init__(self, fn: Callable[..., Any], debug: bool | None = None,
                  fastmath: bool = True) -> None:
         self.py_function = fn
+        self.__name__ = fn.__name__
         functools.update_wrapper(self, fn)
         self.options = BuildOptions(debug=_debug_default() if debug is None else debug,
                                     fastmath=fastmath)

@@ -8,12 +8,12 @@ they follow the running Python and NumPy builds.
 from __future__ import annotations
 
 import ctypes
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
 
-@lru_cache(maxsize=None)
+@cache
 def ndarray_offsets() -> tuple[int, int, int, int]:
     """Byte offsets of (data, nd, dimensions, strides) in a NumPy array object."""
     probe = np.zeros((3, 5), dtype=np.float64)[:, 1:]
