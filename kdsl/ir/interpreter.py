@@ -1,0 +1,245 @@
+"""An interpreter for the IR: the reference that passes and code generation are tested
+against. It runs a function on NumPy values (scalars, small vectors, arrays) serially;
+a parallel loop runs its iterations in order, reductions starting from their initial
+values."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from kdsl import types as T
+from kdsl.ir.core import Block, Function, Module, Operation, Value
+
+
+class InterpreterError(Exception):
+    """The program did something the interpreter reports (bad index, failed assert)."""
+
+
+def _scalar(t: T.ScalarType, value: Any) -> Any:
+    return t.numpy_dtype.type(value)
+
+
+def _elementwise(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def run(result_type: Any, *args: Any) -> Any:
+        with np.errstate(all="ignore"):
+            out = fn(*args)
+        dtype = T.element_scalar(result_type).numpy_dtype
+        if isinstance(result_type, T.ScalarType):
+            return dtype.type(out)
+        return np.asarray(out, dtype=dtype).reshape(T.element_shape(result_type))
+
+    return run
+
+
+def _floordiv(a: Any, b: Any) -> Any:
+    if np.issubdtype(np.asarray(b).dtype, np.integer):
+        return np.where(b == 0, 0, np.floor_divide(a, np.where(b == 0, 1, b)))
+    return np.floor_divide(a, b)
+
+
+def _mod(a: Any, b: Any) -> Any:
+    if np.issubdtype(np.asarray(b).dtype, np.integer):
+        return np.where(b == 0, 0, np.mod(a, np.where(b == 0, 1, b)))
+    return np.mod(a, b)
+
+
+def _min(a: Any, b: Any) -> Any:
+    return np.where(b < a, b, a)
+
+
+def _max(a: Any, b: Any) -> Any:
+    return np.where(a < b, b, a)
+
+
+def _int_power(a: Any, b: Any) -> Any:
+    if np.issubdtype(np.asarray(a).dtype, np.integer):
+        return np.where(np.asarray(b) < 0, 0, np.power(a, np.maximum(b, 0)))
+    return np.power(a, b)
+
+
+_ELEMENTWISE: dict[str, Callable[..., Any]] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
+    "floordiv": _floordiv, "mod": _mod, "pow": _int_power, "min": _min, "max": _max,
+    "atan2": np.arctan2, "bit_and": np.bitwise_and, "bit_or": np.bitwise_or,
+    "bit_xor": np.bitwise_xor, "shl": np.left_shift, "shr": np.right_shift,
+    "neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "exp": np.exp, "log": np.log, "tanh": np.tanh, "floor": np.floor,
+    "ceil": np.ceil, "logical_not": np.logical_not, "bit_not": np.invert,
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal,
+    "select": lambda c, a, b: a if c else b,
+}
+
+
+class Interpreter:
+    """Runs IR functions; ``run(fn, args)`` returns the values of its ``return``."""
+
+    def __init__(self, module: Module) -> None:
+        self.funcs = {f.name: f for f in module.funcs.values()}
+        self.module = module
+
+    def run(self, fn: Function, args: Sequence[Any]) -> list[Any]:
+        env: dict[Value, Any] = dict(zip(fn.args, args))
+        return self.block(fn.body, env)
+
+    def block(self, block: Block, env: dict[Value, Any]) -> list[Any]:
+        for op in block.ops:
+            if op.name in ("yield", "condition", "return"):
+                return [env[v] for v in op.operands]
+            results = self.op(op, env)
+            for r, value in zip(op.results, results):
+                env[r] = value
+        return []
+
+    def op(self, op: Operation, env: dict[Value, Any]) -> list[Any]:
+        args = [env[v] for v in op.operands]
+        method = getattr(self, f"op_{op.name}", None)
+        if method is not None:
+            return method(op, args, env)
+        fn = _ELEMENTWISE.get(op.name)
+        if fn is None:
+            raise NotImplementedError(f"the interpreter has no rule for '{op.name}'")
+        return [_elementwise(fn)(op.result.type, *args)]
+
+    # --- values -------------------------------------------------------------------------
+
+    def op_constant(self, op: Operation, args: list, env: dict) -> list:
+        return [_scalar(op.attrs["type"], op.attrs["value"])]
+
+    def op_cast(self, op: Operation, args: list, env: dict) -> list:
+        t = op.result.type
+        dtype = T.element_scalar(t).numpy_dtype
+        with np.errstate(all="ignore"):
+            source = np.asarray(args[0])
+            if np.issubdtype(source.dtype, np.floating) and np.issubdtype(dtype, np.integer):
+                info = np.iinfo(dtype)
+                source = np.nan_to_num(np.clip(np.trunc(source), info.min, info.max), nan=0)
+            value = source.astype(dtype)
+        return [value[()] if isinstance(t, T.ScalarType) else value]
+
+    def op_splat(self, op: Operation, args: list, env: dict) -> list:
+        t = op.result.type
+        return [np.full(t.shape, args[0], dtype=t.element.numpy_dtype)]
+
+    def op_make_vector(self, op: Operation, args: list, env: dict) -> list:
+        t = op.result.type
+        return [np.array(args, dtype=t.element.numpy_dtype).reshape(t.shape)]
+
+    def op_extract(self, op: Operation, args: list, env: dict) -> list:
+        return [np.asarray(args[0]).reshape(-1)[op.attrs["index"]]]
+
+    def op_insert(self, op: Operation, args: list, env: dict) -> list:
+        value = np.array(args[0], copy=True)
+        value.reshape(-1)[op.attrs["index"]] = args[1]
+        return [value]
+
+    def op_dot(self, op: Operation, args: list, env: dict) -> list:
+        return [op.result.type.numpy_dtype.type(np.dot(args[0], args[1]))]
+
+    def op_cross(self, op: Operation, args: list, env: dict) -> list:
+        return [np.cross(args[0], args[1]).astype(args[0].dtype)]
+
+    def op_matmul(self, op: Operation, args: list, env: dict) -> list:
+        return [np.asarray(args[0] @ args[1], dtype=args[0].dtype)]
+
+    def op_transpose(self, op: Operation, args: list, env: dict) -> list:
+        return [np.ascontiguousarray(np.transpose(args[0]))]
+
+    def op_outer(self, op: Operation, args: list, env: dict) -> list:
+        return [np.outer(args[0], args[1]).astype(args[0].dtype)]
+
+    # --- arrays ---------------------------------------------------------------------
+
+    def op_array_dim(self, op: Operation, args: list, env: dict) -> list:
+        return [np.int64(args[0].shape[op.attrs["axis"]])]
+
+    @staticmethod
+    def _index(array: np.ndarray, t: T.ArrayType, indices: list) -> tuple:
+        index = tuple(int(i) for i in indices)
+        for axis, i in enumerate(index):
+            if not 0 <= i < array.shape[axis]:
+                raise InterpreterError(f"index {i} out of bounds for axis {axis}")
+        return index
+
+    def op_array_load(self, op: Operation, args: list, env: dict) -> list:
+        array, *indices = args
+        value = array[self._index(array, op.operands[0].type, indices)]
+        return [np.array(value, copy=True) if isinstance(value, np.ndarray) else value]
+
+    def op_array_store(self, op: Operation, args: list, env: dict) -> list:
+        array, *indices, value = args
+        array[self._index(array, op.operands[0].type, indices)] = value
+        return []
+
+    def op_atomic_rmw(self, op: Operation, args: list, env: dict) -> list:
+        array, *indices, value = args
+        index = self._index(array, op.operands[0].type, indices)
+        old = np.array(array[index], copy=True)
+        fn = {"add": np.add, "sub": np.subtract, "min": _min, "max": _max}[op.attrs["kind"]]
+        with np.errstate(all="ignore"):
+            array[index] = fn(array[index], value)
+        return [old[()] if old.ndim == 0 else old]
+
+    # --- control flow -----------------------------------------------------------------
+
+    def op_if(self, op: Operation, args: list, env: dict) -> list:
+        return self.block(op.regions[0] if args[0] else op.regions[1], env)
+
+    def op_for(self, op: Operation, args: list, env: dict) -> list:
+        start, stop, step, *carried = args
+        body = op.regions[0]
+        iv = int(start)
+        while iv < int(stop):
+            env.update(zip(body.args, [np.int64(iv), *carried]))
+            carried = self.block(body, env)
+            iv += int(step)
+        return carried
+
+    def op_parallel_for(self, op: Operation, args: list, env: dict) -> list:
+        ndim = op.attrs["ndim"]
+        extents, carried = [int(e) for e in args[:ndim]], args[ndim:]
+        body = op.regions[0]
+        for ivs in np.ndindex(*extents):
+            env.update(zip(body.args, [np.int64(i) for i in ivs] + list(carried)))
+            carried = self.block(body, env)
+        return list(carried)
+
+    def op_while(self, op: Operation, args: list, env: dict) -> list:
+        before, body = op.regions
+        carried = list(args)
+        while True:
+            env.update(zip(before.args, carried))
+            (cond,) = self.block(before, env)
+            if not cond:
+                return carried
+            env.update(zip(body.args, carried))
+            carried = self.block(body, env)
+
+    def op_call(self, op: Operation, args: list, env: dict) -> list:
+        return self.run(self.funcs[op.attrs["callee"]], args)
+
+    # --- effects ----------------------------------------------------------------------
+
+    def op_print(self, op: Operation, args: list, env: dict) -> list:
+        values = iter(args)
+        print(*[p if p is not None else next(values) for p in op.attrs["parts"]])
+        return []
+
+    def op_assert(self, op: Operation, args: list, env: dict) -> list:
+        if not args[0]:
+            raise InterpreterError(op.attrs.get("message") or "assertion failed")
+        return []
+
+    def op_raise_index_error(self, op: Operation, args: list, env: dict) -> list:
+        index, size, ok = args
+        if not ok:
+            raise InterpreterError(f"index {index} out of bounds for size {size}")
+        return []
+
+
+def interpret(module: Module, args: Sequence[Any]) -> list[Any]:
+    """Runs the module's kernel on ``args`` (arrays are updated in place)."""
+    return Interpreter(module).run(module.kernel, args)

@@ -1,0 +1,31 @@
+"""Every Python example in the README and the docs runs."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+_BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+
+
+def _examples() -> list[tuple[str, str]]:
+    found = []
+    for doc in DOCUMENTS:
+        for k, match in enumerate(_BLOCK.finditer(doc.read_text())):
+            found.append((f"{doc.name}#{k}", match.group(1)))
+    return found
+
+
+@pytest.mark.parametrize("name,code", _examples(), ids=[n for n, _ in _examples()])
+def test_example_runs(name: str, code: str, tmp_path: Path) -> None:
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, f"{name} failed:\n{result.stdout}\n{result.stderr}"
