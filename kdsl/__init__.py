@@ -31,7 +31,7 @@ from kdsl.builtins import (
     where,
 )
 from kdsl.errors import CompileError
-from kdsl.runtime.arrays import DeviceArray, array, empty, full, ones, zeros
+from kdsl.runtime.arrays import DeviceArray, array, empty, full, ones, zeros, zeros_like
 from kdsl.runtime.kernel import Func, Kernel, func, kernel
 from kdsl.runtime.threads import get_num_threads, set_num_threads
 from kdsl.types import (
@@ -70,5 +70,5 @@ __all__ = [
     "i8", "i16", "i32", "i64", "ivec2", "ivec3", "ivec4", "kernel", "length", "log", "mat22",
     "mat33", "mat44", "max", "min", "ndrange", "normalize", "ones", "outer", "pow", "prange",
     "set_num_threads", "sin", "sqrt", "tan", "tanh", "transpose", "u8", "u16", "u32", "u64",
-    "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros",
+    "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros", "zeros_like",
 ]

@@ -43,6 +43,7 @@ STATUS_SLOTS = 4  # error code, site, index, size; return values follow
 class ErrorCode:
     INDEX = 1
     ASSERT = 2
+    MEMORY = 3
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class EmittedKernel:
     module: ir.Module
     entry_name: str
     sites: list[Site] = field(default_factory=list)
+    allocates: bool = False
 
 
 def _free_values(block: Block) -> list[Value]:
@@ -112,6 +114,7 @@ class KernelEmitter:
         self.values: dict[Value, Repr] = {}
         self.sites: list[Site] = []
         self.in_parallel = False
+        self.allocates = False
         self.region_count = 0
         self.status: ir.Value = None  # type: ignore[assignment]
         self.alloca_builders: dict[ir.Function, tuple[ir.IRBuilder, ir.Block]] = {}
@@ -144,7 +147,7 @@ class KernelEmitter:
         self.emit_block(kernel.body)
         self.b.ret_void()
         self._finish_function(fn)
-        return EmittedKernel(self.module, entry_name, self.sites)
+        return EmittedKernel(self.module, entry_name, self.sites, self.allocates)
 
     def _start_function(self, fn: ir.Function) -> None:
         """Allocas go into a block of their own, so that they run once per call."""
@@ -315,6 +318,36 @@ class KernelEmitter:
         return [[self.scalar.op_mul(t, x, y) for x in a for y in b]]
 
     # --- arrays --------------------------------------------------------------------
+
+    def emit_array_new(self, op: Operation) -> list[Repr]:
+        """Allocates through the runtime (a NumPy array owned by the call)."""
+        self.allocates = True
+        t: T.ArrayType = op.result.type
+        ndim = t.ndim
+        dims = [self.values[v] for v in op.operands[:ndim]]
+        shape = dims + [ir.Constant(i64, s) for s in T.element_shape(t.dtype)]
+        buffer = self._entry_alloca(i64, len(shape))
+        for k, size in enumerate(shape):
+            self.b.store(size, self.b.gep(buffer, [ir.Constant(i64, k)]))
+        scalar_t = T.element_scalar(t.dtype)
+        fill_kinds = {"empty": 0, "zeros": 1, "ones": 2, "full": 3}
+        fill = ir.Constant(f64, 0.0)
+        if op.attrs["fill"] == "full":
+            fill = self.scalar.cast(op.operands[ndim].type, T.f64, self.values[op.operands[ndim]])
+        token = self.b.ptrtoint(self.status, i64)
+        data = self.b.call(self.hooks.load(self.b, "allocate"), [
+            token, ir.Constant(i32, T.SCALAR_TYPES.index(scalar_t)), ir.Constant(i32, len(shape)),
+            buffer, ir.Constant(i32, fill_kinds[op.attrs["fill"]]), fill,
+        ])
+        failed = self.b.icmp_unsigned("==", data, ir.Constant(i8_ptr, None))
+        with self.b.if_then(failed, likely=False):
+            self._report(ErrorCode.MEMORY, self._site(ErrorCode.MEMORY, op, "allocation"), None, None)
+            self.b.ret_void()
+            self.b.position_at_end(self.b.function.append_basic_block("unreachable"))
+        strides: list[ir.Value] = [ir.Constant(i64, scalar_t.itemsize)]
+        for size in reversed(shape[1:]):
+            strides.insert(0, self.b.mul(strides[0], size))
+        return [ArrayView(data, shape, strides)]
 
     def emit_array_dim(self, op: Operation) -> list[Repr]:
         return [self.values[op.operands[0]].shape[op.attrs["axis"]]]
@@ -733,6 +766,11 @@ class KernelEmitter:
     def _store_results(self, values: list[Repr], op: Operation) -> None:
         slot = STATUS_SLOTS
         for v, value in zip(op.operands, values):
+            if isinstance(v.type, T.ArrayType):  # its data pointer identifies it
+                pointer = self.b.ptrtoint(value.data, i64)
+                self.b.store(pointer, self.b.gep(self.status, [ir.Constant(i64, slot)]))
+                slot += 1
+                continue
             scalar_t = T.element_scalar(v.type)
             for part in flatten(value):
                 if scalar_t.is_float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from kdsl.codegen.llvm_types import i8, i8_ptr, i32, i64, void
+from kdsl.codegen.llvm_types import f64, i8, i8_ptr, i32, i64, void
 
 REGION_T = ir.FunctionType(void, [i8_ptr])
 HOOK_TYPES: dict[str, ir.FunctionType] = {
@@ -19,8 +19,10 @@ HOOK_TYPES: dict[str, ir.FunctionType] = {
     "parallel": ir.FunctionType(void, [REGION_T.as_pointer(), i8_ptr, i32, i32]),
     "thread_num": ir.FunctionType(i32, []),
     "num_threads": ir.FunctionType(i32, []),
+    # allocate(call token, scalar type code, ndim, shape*, fill kind, fill value) -> data
+    "allocate": ir.FunctionType(i8_ptr, [i64, i32, i32, i64.as_pointer(), i32, f64]),
 }
-HOOK_ORDER = ("print", "parallel", "thread_num", "num_threads", "requested_threads")
+HOOK_ORDER = ("print", "parallel", "thread_num", "num_threads", "requested_threads", "allocate")
 
 
 @dataclass

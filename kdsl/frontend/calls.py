@@ -15,6 +15,7 @@ from kdsl import builtins as kb
 from kdsl import types as T
 from kdsl.frontend.values import Static, TupleValue
 from kdsl.ir.core import Value
+from kdsl.runtime import arrays
 
 if TYPE_CHECKING:
     from kdsl.frontend.function import FunctionLowering
@@ -286,14 +287,100 @@ def _construct(lo: FunctionLowering, node: ast.Call, t: Any, args: list) -> Valu
     return lo.op("make_vector", *scalars, type=t)
 
 
+# --- new arrays ----------------------------------------------------------------------
+
+_ALLOCATORS: dict[Any, tuple[str, Any]] = {
+    arrays.zeros: ("zeros", T.f32), arrays.ones: ("ones", T.f32),
+    arrays.empty: ("empty", T.f32), arrays.full: ("full", T.f32),
+    np.zeros: ("zeros", T.f64), np.ones: ("ones", T.f64),
+    np.empty: ("empty", T.f64), np.full: ("full", T.f64),
+}
+_LIKE = {arrays.zeros_like: "zeros", np.zeros_like: "zeros", np.ones_like: "ones",
+         np.empty_like: "empty"}
+
+
+def _allocate(lo: FunctionLowering, node: ast.Call) -> Value:
+    """``kd.zeros(shape, dtype)`` and friends: a new array owned by the call."""
+    fn = lo.expr(node.func).obj
+    keywords = {k.arg: k.value for k in node.keywords}
+    unknown = set(keywords) - {"dtype", "device", "fill_value", "shape"}
+    if unknown or None in keywords:
+        lo.error(f"unsupported keyword argument(s) {sorted(map(str, unknown))}", node)
+    device = keywords.pop("device", None)
+    if device is not None:
+        d = lo.expr(device)
+        if not (isinstance(d, Static) and d.obj == "cpu"):
+            lo.error("arrays made in a kernel live on the kernel's device; only 'cpu' here", node)
+    positional = list(node.args)
+    if fn in _LIKE:
+        fill = _LIKE[fn]
+        if len(positional) != 1:
+            lo.error("zeros_like() takes one array", node)
+        like = lo.value(positional[0])
+        if not isinstance(like.type, T.ArrayType):
+            lo.error(f"zeros_like() needs an array, got {like.type}", node)
+        dims = [lo.array_dim(like, k) for k in range(like.type.ndim)]
+        dtype: Any = like.type.dtype
+        if "dtype" in keywords:
+            dtype = _dtype(lo, keywords.pop("dtype"), node)
+        return _new_array(lo, node, dims, dtype, fill, None)
+    fill, default = _ALLOCATORS[fn]
+    names = ["shape", "fill_value", "dtype"] if fill == "full" else ["shape", "dtype"]
+    given = dict(zip(names, positional))
+    for name, value in keywords.items():
+        if name in given:
+            lo.error(f"argument '{name}' given twice", node)
+        given[name] = value
+    if "shape" not in given or (fill == "full" and "fill_value" not in given):
+        lo.error(f"{fill}() needs a shape" + (" and a fill value" if fill == "full" else ""), node)
+    shape = lo.expr(given["shape"])
+    items = list(shape.items) if isinstance(shape, TupleValue) else [shape]
+    dims = []
+    for item in items:
+        v = lo.value_of(item, given["shape"])
+        if not isinstance(v.type, T.ScalarType) or v.type.is_float:
+            lo.error(f"array sizes must be integers, got {v.type}", node)
+        dims.append(lo.builder.cast(v, T.i64))
+    dtype = _dtype(lo, given["dtype"], node) if "dtype" in given else default
+    fill_value = lo.value(given["fill_value"]) if fill == "full" else None
+    return _new_array(lo, node, dims, dtype, fill, fill_value)
+
+
+def _dtype(lo: FunctionLowering, node: ast.expr, call: ast.Call) -> Any:
+    d = lo.expr(node)
+    try:
+        return T.as_element_type(d.obj if isinstance(d, Static) else None)
+    except TypeError:
+        lo.error("dtype must be a kdsl or NumPy type", call)
+
+
+def _new_array(lo: FunctionLowering, node: ast.Call, dims: list[Value], dtype: Any, fill: str,
+               fill_value: Value | None) -> Value:
+    if not dims:
+        lo.error("arrays made in kernels need at least one axis", node)
+    operands = list(dims)
+    if fill_value is not None:
+        if not isinstance(fill_value.type, T.ScalarType):
+            lo.error(f"the fill value must be a scalar, got {fill_value.type}", node)
+        operands.append(fill_value)
+    t = T.ArrayType(dtype, len(dims), True)
+    return lo.op("array_new", *operands, type=t, fill=fill, node=node)
+
+
 def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
     """Lowers ``f(args)``: a builtin, a cast or constructor, or a ``@kd.func``."""
-    if node.keywords:
-        lo.error("keyword arguments are not supported in kernel calls", node)
     callee = lo.expr(node.func)
     if not isinstance(callee, Static):
         lo.error("only builtins, types and @kd.func functions can be called in kernels", node)
     fn = callee.obj
+    try:
+        allocator = fn in _ALLOCATORS or fn in _LIKE
+    except TypeError:
+        allocator = False
+    if allocator:
+        return _allocate(lo, node)
+    if node.keywords:
+        lo.error("keyword arguments are not supported in kernel calls", node)
     args = [lo.expr(a) for a in node.args]
     if any(isinstance(a, ast.Starred) for a in node.args):
         lo.error("*args in calls are not supported in kernels", node)

@@ -284,6 +284,11 @@ register(OpDef("transpose", PURE, _transpose))
 register(OpDef("outer", PURE, _outer))
 
 # Arrays. Indices are i64, one per indexed axis.
+register(OpDef(
+    "array_new", Trait.NONE, _from_attr("type"),
+    doc="a new C-contiguous array; operands: the size of each axis, then the fill value "
+        "when attrs.fill is 'full'",
+))
 register(OpDef("array_dim", PURE, lambda ts, a: [T.i64], doc="size of axis attrs.axis"))
 register(OpDef("array_load", Trait.NONE, _element_of_first))
 register(OpDef("array_store", Trait.SIDE_EFFECT, _none))

@@ -71,6 +71,12 @@ class DeviceArray:
         _check_device(device)
         return self
 
+    def __getitem__(self, index: Any) -> Any:
+        return self._data[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._data[index] = value
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return self._data if dtype is None else self._data.astype(dtype)
 
@@ -108,3 +114,11 @@ def full(shape: Any, fill_value: Any, dtype: Any = T.f32, device: str = "cpu") -
     np_dtype, trailing = _numpy_dtype(dtype)
     return DeviceArray(np.full(_shape(shape) + trailing, fill_value, dtype=np_dtype),
                        _check_device(device))
+
+
+def zeros_like(a: Any, dtype: Any = None, device: str | None = None) -> DeviceArray:
+    data = a.numpy() if isinstance(a, DeviceArray) else np.asarray(a)
+    if dtype is None:
+        return DeviceArray(np.zeros_like(data), _check_device(device or "cpu"))
+    np_dtype, trailing = _numpy_dtype(dtype)
+    return DeviceArray(np.zeros(data.shape + trailing, dtype=np_dtype), _check_device(device or "cpu"))

@@ -29,6 +29,7 @@ from kdsl.ir.passes.pipeline import PassOptions, run_pipeline
 from kdsl.runtime import cache
 from kdsl.runtime.arguments import Parameter, variable_types
 from kdsl.runtime.ndarray_layout import ndarray_offsets
+from kdsl.runtime.symbols import ALLOCATIONS
 
 VERSION = "0.1.0"
 _loaded: dict[str, int] = {}
@@ -79,7 +80,8 @@ class CompiledKernel:
     """A loaded specialisation: converts arguments, calls, raises errors, decodes results."""
 
     def __init__(self, name: str, address: int, params: list[Parameter],
-                 results: list[VariableType], sites: list[Site], deps: Dependencies) -> None:
+                 results: list[VariableType], sites: list[Site], deps: Dependencies,
+                 allocates: bool = True) -> None:
         self.name = name
         self.params = params
         self.results = results
@@ -103,22 +105,26 @@ class CompiledKernel:
                 self.converters.append(int)
         argtypes.append(ctypes.py_object)
         self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
-        self.status_size = STATUS_SLOTS + sum(T.element_count(r.type) for r in results)
+        self.status_size = STATUS_SLOTS + sum(_slots(r.type) for r in results)
+        self.allocates = allocates
         self.passthrough = all(
             p.passing == "object" and not p.trailing_shape for p in params
         )
 
     def __call__(self, args: tuple) -> Any:
         status = np.zeros(self.status_size, dtype=np.int64)
-        if self.passthrough and all(type(a) is np.ndarray for a in args):
-            self.cfunc(*args, status)
-        else:
-            self.cfunc(*[c(a) for c, a in zip(self.converters, args)], status)
+        try:
+            if self.passthrough and all(type(a) is np.ndarray for a in args):
+                self.cfunc(*args, status)
+            else:
+                self.cfunc(*[c(a) for c, a in zip(self.converters, args)], status)
+        finally:
+            made = ALLOCATIONS.claim(status.ctypes.data) if self.allocates else {}
         if status[0]:
             self._raise(status)
         if not self.results:
             return None
-        return self._decode(status)
+        return self._decode(status, made, args)
 
     def _raise(self, status: np.ndarray) -> None:
         code, site_index, index, size = (int(x) for x in status[:4])
@@ -126,6 +132,8 @@ class CompiledKernel:
         loc = site.location
         where = f'kernel {self.name}, File "{loc.file}", line {loc.line}'
         line = loc.source_line().strip()
+        if code == ErrorCode.MEMORY:
+            raise MemoryError(f"kernel {self.name} could not allocate an array ({where})")
         if code == ErrorCode.INDEX:
             message = (f"index {index} is out of bounds for {site.detail} with size {size} "
                        f"({where})")
@@ -133,10 +141,14 @@ class CompiledKernel:
         message = site.detail or "assertion failed"
         raise AssertionError(f"{message} ({where})" + (f"\n    {line}" if line else ""))
 
-    def _decode(self, status: np.ndarray) -> Any:
-        values = []
+    def _decode(self, status: np.ndarray, made: dict[int, np.ndarray], args: tuple) -> Any:
+        values: list[Any] = []
         slot = STATUS_SLOTS
         for r in self.results:
+            if isinstance(r.type, T.ArrayType):
+                values.append(_returned_array(int(status[slot]), made, args))
+                slot += 1
+                continue
             scalar = T.element_scalar(r.type)
             count = T.element_count(r.type)
             raw = status[slot:slot + count]
@@ -151,6 +163,22 @@ class CompiledKernel:
             else:
                 values.append(parts.reshape(T.element_shape(r.type)))
         return values[0] if len(values) == 1 else tuple(values)
+
+
+def _slots(t: Any) -> int:
+    return 1 if isinstance(t, T.ArrayType) else T.element_count(t)
+
+
+def _returned_array(pointer: int, made: dict[int, np.ndarray], args: tuple) -> np.ndarray:
+    """A returned array: one the call allocated, or one of its arguments."""
+    if pointer in made:
+        return made[pointer]
+    for a in args:
+        unwrap = getattr(a, "__kdsl_array__", None)
+        data = unwrap() if unwrap is not None else a
+        if isinstance(data, np.ndarray) and data.ctypes.data == pointer:
+            return data
+    raise RuntimeError("a kernel returned an array kdsl cannot identify")
 
 
 def _array_converter(p: Parameter) -> Any:
@@ -176,7 +204,8 @@ def compile_kernel(fn: Any, name: str, params: list[Parameter], deps: Dependenci
         if key not in _loaded:
             _loaded[key], _metadata[key] = _load_or_build(fn, params, options, key)
         address, meta = _loaded[key], _metadata[key]
-    return CompiledKernel(name, address, params, meta["results"], meta["sites"], deps)
+    return CompiledKernel(name, address, params, meta["results"], meta["sites"], deps,
+                          meta.get("allocates", True))
 
 
 def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
@@ -198,7 +227,7 @@ def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
     text, (emitted, results) = llvm_ir_text(fn, params, options, entry)
     code = cpu.emit_object(cpu.optimize(text))
     library = cpu.link_shared_library(code)
-    meta = {"sites": emitted.sites, "results": results,
+    meta = {"sites": emitted.sites, "results": results, "allocates": emitted.allocates,
             "format": "object" if library is None else "shared"}
     stored = cache.store(key, code if library is None else library, meta)
     if library is None:

@@ -23,6 +23,9 @@ class ElementArrayView:
         self.ndim = data.ndim - len(T.element_shape(element))
         self.shape = data.shape[: self.ndim]
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.data if dtype is None else self.data.astype(dtype)
+
     def __len__(self) -> int:
         return self.shape[0]
 

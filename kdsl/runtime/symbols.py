@@ -10,6 +10,7 @@ import ctypes
 import ctypes.util
 import struct
 import sys
+import threading
 import warnings
 from typing import Any
 
@@ -23,6 +24,8 @@ _REGION_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _PARALLEL_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
                                ctypes.c_uint32)
 _INT_T = ctypes.CFUNCTYPE(ctypes.c_int32)
+_ALLOCATE_T = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32,
+                               ctypes.POINTER(ctypes.c_int64), ctypes.c_int32, ctypes.c_double)
 _keep_alive: list[Any] = []
 _table: list[Any] = []
 
@@ -62,6 +65,44 @@ def _print(n: int, kinds: Any, payload: Any) -> None:
     sys.stdout.write("".join(out) + "\n")
 
 
+class Allocations:
+    """Arrays a kernel call made, by call token, until the call returns and claims them."""
+
+    def __init__(self) -> None:
+        self.by_call: dict[int, dict[int, np.ndarray]] = {}
+        self.lock = threading.Lock()
+
+    def claim(self, token: int) -> dict[int, np.ndarray]:
+        with self.lock:
+            return self.by_call.pop(token, {})
+
+
+ALLOCATIONS = Allocations()
+_FILLS = {0: np.empty, 1: np.zeros, 2: np.ones}
+
+
+def _allocate(token: int, type_code: int, ndim: int, shape: Any, fill: int, value: float) -> int:
+    from kdsl.types import SCALAR_TYPES
+
+    try:
+        dims = tuple(int(shape[k]) for k in range(ndim))
+        if any(d < 0 for d in dims):
+            return 0
+        dtype = SCALAR_TYPES[type_code].numpy_dtype
+        if fill == 3:
+            array = np.full(dims, value, dtype=dtype)
+        else:
+            array = _FILLS[fill](dims, dtype=dtype)
+        if array.size == 0:
+            array = np.empty(dims, dtype=dtype)
+    except (MemoryError, ValueError, OverflowError):
+        return 0
+    pointer = int(array.ctypes.data)
+    with ALLOCATIONS.lock:
+        ALLOCATIONS.by_call.setdefault(token, {})[pointer] = array
+    return pointer
+
+
 def _serial_parallel(fn: int, data: int, n: int, flags: int) -> None:
     _REGION_T(fn)(data)
 
@@ -94,7 +135,9 @@ def hook_table() -> ctypes.Array:
         fallbacks = [_PARALLEL_T(_serial_parallel), _INT_T(lambda: 0), _INT_T(lambda: 1)]
         _keep_alive.extend(fallbacks)
         openmp = [_address(f) for f in fallbacks]
-    pointers = [_address(printer), *openmp, ctypes.addressof(NUM_THREADS)]
+    allocator = _ALLOCATE_T(_allocate)
+    _keep_alive.append(allocator)
+    pointers = [_address(printer), *openmp, ctypes.addressof(NUM_THREADS), _address(allocator)]
     table = (ctypes.c_void_p * len(pointers))(*pointers)
     _table.append(table)
     return table
