@@ -302,10 +302,12 @@ _LIKE = {arrays.zeros_like: "zeros", np.zeros_like: "zeros", np.ones_like: "ones
 def _allocate(lo: FunctionLowering, node: ast.Call) -> Value:
     """``kd.zeros(shape, dtype)`` and friends: a new array owned by the call."""
     fn = lo.expr(node.func).obj
-    keywords = {k.arg: k.value for k in node.keywords}
+    if any(k.arg is None for k in node.keywords):
+        lo.error("**kwargs are not supported in kernel calls", node)
+    keywords: dict[str, ast.expr] = {str(k.arg): k.value for k in node.keywords}
     unknown = set(keywords) - {"dtype", "device", "fill_value", "shape"}
-    if unknown or None in keywords:
-        lo.error(f"unsupported keyword argument(s) {sorted(map(str, unknown))}", node)
+    if unknown:
+        lo.error(f"unsupported keyword argument(s) {sorted(unknown)}", node)
     device = keywords.pop("device", None)
     if device is not None:
         d = lo.expr(device)

@@ -178,7 +178,9 @@ class Interpreter:
         array, *indices, value = args
         index = self._index(array, op.operands[0].type, indices)
         old = np.array(array[index], copy=True)
-        fn = {"add": np.add, "sub": np.subtract, "min": _min, "max": _max}[op.attrs["kind"]]
+        updates: dict[str, Callable[..., Any]] = {
+            "add": np.add, "sub": np.subtract, "min": _min, "max": _max}
+        fn = updates[op.attrs["kind"]]
         with np.errstate(all="ignore"):
             array[index] = fn(array[index], value)
         return [old[()] if old.ndim == 0 else old]
