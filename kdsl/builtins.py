@@ -15,14 +15,24 @@ import numpy as np
 from kdsl import types as T
 
 
+def _wrap_by_rank(result: Any) -> Any:
+    """Results of arithmetic on vectors and matrices keep the class of their rank."""
+    if isinstance(result, np.ndarray):
+        if result.ndim == 1:
+            return result.view(Vector)
+        if result.ndim == 2:
+            return result.view(Matrix)
+        return result.view(np.ndarray)
+    return result
+
+
 class Vector(np.ndarray):
     """A small vector in plain-Python mode: a 1-D NumPy array with ``.x .y .z .w``."""
 
-    def _get(self, k: int) -> Any:
-        return self[k]
-
-    def _set(self, k: int, value: Any) -> None:
-        self[k] = value
+    def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
+        if return_scalar:
+            return array[()]
+        return _wrap_by_rank(array)
 
     x = property(lambda self: self[0], lambda self, v: self.__setitem__(0, v))
     y = property(lambda self: self[1], lambda self, v: self.__setitem__(1, v))
@@ -32,6 +42,11 @@ class Vector(np.ndarray):
 
 class Matrix(np.ndarray):
     """A small matrix in plain-Python mode: a 2-D NumPy array."""
+
+    def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
+        if return_scalar:
+            return array[()]
+        return _wrap_by_rank(array)
 
 
 def _components(values: Sequence[Any]) -> list[Any]:

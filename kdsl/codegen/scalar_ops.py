@@ -75,16 +75,25 @@ class ScalarEmitter:
     def op_div(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
         return self.builder.fdiv(a, b, flags=self.fastmath)
 
-    def _safe_divisor(self, t: T.ScalarType, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    def _safe_divisor(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(b == 0, b == -1 for signed types, a divisor that cannot trap).
+
+        x86 traps on division by zero and on INT_MIN / -1; both get defined results."""
+        bl = self.builder
         zero = ir.Constant(b.type, 0)
-        is_zero = self.builder.icmp_unsigned("==", b, zero)
-        return is_zero, self.builder.select(is_zero, ir.Constant(b.type, 1), b)
+        is_zero = bl.icmp_unsigned("==", b, zero)
+        if t.is_signed:
+            is_minus_one = bl.icmp_signed("==", b, ir.Constant(b.type, -1))
+        else:
+            is_minus_one = ir.Constant(i1, 0)
+        unsafe = bl.or_(is_zero, is_minus_one)
+        return is_zero, is_minus_one, bl.select(unsafe, ir.Constant(b.type, 1), b)
 
     def op_floordiv(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
         bl = self.builder
         if t.is_float:
-            return self.op_floor(t, bl.fdiv(a, b, flags=self.fastmath))
-        is_zero, d = self._safe_divisor(t, b)
+            return self._float_floordiv(a, b)
+        is_zero, is_minus_one, d = self._safe_divisor(t, a, b)
         zero = ir.Constant(a.type, 0)
         if not t.is_signed:
             q = bl.udiv(a, d)
@@ -94,7 +103,26 @@ class ScalarEmitter:
             signs_differ = bl.icmp_signed("!=", bl.icmp_signed("<", r, zero), bl.icmp_signed("<", d, zero))
             adjust = bl.and_(bl.icmp_signed("!=", r, zero), signs_differ)
             q = bl.sub(q, bl.zext(adjust, a.type))
+            q = bl.select(is_minus_one, bl.neg(a), q)  # wraps for INT_MIN, as NumPy does
         return bl.select(is_zero, zero, q)
+
+    def _float_floordiv(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        """Python's float ``//``: floor((a - fmod(a, b)) / b), corrected as CPython does."""
+        bl = self.builder
+        zero = ir.Constant(a.type, 0.0)
+        mod = bl.frem(a, b)
+        div = bl.fdiv(bl.fsub(a, mod), b)
+        signs_differ = bl.xor(bl.fcmp_ordered("<", mod, zero), bl.fcmp_ordered("<", b, zero))
+        adjust = bl.and_(bl.fcmp_unordered("!=", mod, zero), signs_differ)
+        div = bl.select(adjust, bl.fsub(div, ir.Constant(a.type, 1.0)), div)
+        floor = bl.call(self.intrinsic("floor", a.type), [div])
+        round_up = bl.fcmp_ordered(">", bl.fsub(div, floor), ir.Constant(a.type, 0.5))
+        result = bl.select(round_up, bl.fadd(floor, ir.Constant(a.type, 1.0)), floor)
+        # a zero quotient takes the sign of a / b; a zero divisor gives a / b (inf or nan)
+        signed_zero = bl.call(self.function(f"llvm.copysign.{'f32' if a.type == f32 else 'f64'}",
+                                            a.type, [a.type, a.type]), [zero, bl.fdiv(a, b)])
+        result = bl.select(bl.fcmp_ordered("==", div, zero), signed_zero, result)
+        return bl.select(bl.fcmp_ordered("==", b, zero), bl.fdiv(a, b), result)
 
     def op_mod(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
         bl = self.builder
@@ -104,14 +132,15 @@ class ScalarEmitter:
             signs_differ = bl.xor(bl.fcmp_ordered("<", r, zero), bl.fcmp_ordered("<", b, zero))
             adjust = bl.and_(bl.fcmp_unordered("!=", r, zero), signs_differ)
             return bl.select(adjust, bl.fadd(r, b), r)
-        is_zero, d = self._safe_divisor(t, b)
+        is_zero, is_minus_one, d = self._safe_divisor(t, a, b)
         zero = ir.Constant(a.type, 0)
         if not t.is_signed:
             return bl.select(is_zero, zero, bl.urem(a, d))
         r = bl.srem(a, d)
         signs_differ = bl.icmp_signed("!=", bl.icmp_signed("<", r, zero), bl.icmp_signed("<", d, zero))
         adjust = bl.and_(bl.icmp_signed("!=", r, zero), signs_differ)
-        return bl.select(is_zero, zero, bl.select(adjust, bl.add(r, d), r))
+        r = bl.select(adjust, bl.add(r, d), r)
+        return bl.select(bl.or_(is_zero, is_minus_one), zero, r)
 
     def op_pow(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
         if t.is_float:

@@ -83,6 +83,8 @@ def may_break_or_continue(stmts: Iterable[ast.AST]) -> tuple[bool, bool]:
     """Whether these statements break or continue the loop that directly contains them."""
     brk = cont = False
     for s in stmts:
+        if isinstance(s, (ast.For, ast.While)):
+            continue  # its jumps are its own
         brk = brk or _jumps(s, (ast.Break,), False)
         cont = cont or _jumps(s, (ast.Continue,), False)
     return brk, cont
@@ -98,3 +100,20 @@ def stmt_may_jump(stmt: ast.AST) -> tuple[bool, bool, bool]:
         return False, False, may_return(stmt.body) or may_return(stmt.orelse)
     brk, cont = may_break_or_continue([stmt])
     return brk, cont, may_return([stmt])
+
+
+def first_jump(stmts: Iterable[ast.AST], kinds: tuple[type, ...], through_loops: bool) -> ast.AST | None:
+    """The first break/continue/return of ``kinds`` that belongs to these statements."""
+    for s in stmts:
+        stack = [s]
+        while stack:
+            n = stack.pop(0)
+            if isinstance(n, kinds):
+                return n
+            for c in ast.iter_child_nodes(n):
+                if isinstance(c, (ast.FunctionDef, ast.Lambda, ast.AsyncFunctionDef)):
+                    continue
+                if not through_loops and isinstance(c, (ast.For, ast.While)):
+                    continue
+                stack.append(c)
+    return None

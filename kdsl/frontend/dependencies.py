@@ -72,7 +72,8 @@ def scan_dependencies(fn: Any) -> Dependencies:
             return
         seen.add(function)
         source = read_function(function)
-        deps.sources.append(source.text)
+        # the position matters too: error messages name absolute lines
+        deps.sources.append(f"{source.file}:{source.first_line}\n{source.text}")
         locals_ = {a.arg for a in source.tree.args.args}
         for node in ast.walk(source.tree):
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):

@@ -142,6 +142,11 @@ class ExpressionLowering(LoweringBase):
         if isinstance(node.op, ast.USub):
             if v.type == T.bool_:
                 self.error("negating a bool is not supported; convert it with int()", node)
+            literal = self._defining_constant(v)
+            if isinstance(literal, (int, float)) and isinstance(v.type, T.ScalarType):
+                # a negative literal stays a known constant (a[-1] counts from the end)
+                folded = self.builder.constant(-literal, v.type)
+                return self.mark_weak(folded, weak)
             return self.mark_weak(self.op("neg", v, node=node), weak)
         if isinstance(node.op, ast.Invert):
             if v.type == T.bool_:

@@ -95,10 +95,14 @@ class FunctionLowering(StatementLowering):
         return types
 
     def settled(self) -> bool:
+        """Whether every type this lowering assumed is the type its assignments need."""
         if self.needs_rebuild:
             return False
         observed = self.types.observed
-        for name, vt in self.assumptions.items():
+        for name, vt in self.types.assumed.items():
+            if name in observed and observed[name] != vt and name not in self.types.fixed:
+                return False
+        for name, vt in self.assumptions:
             if observed.get(name, vt) != vt:
                 return False
         return True

@@ -70,7 +70,7 @@ class LoweringBase:
         self.uses_return_flag = False
         self.final_return: ast.Return | None = None
         self.needs_rebuild = False
-        self.assumptions: dict[str, VariableType] = {}
+        self.assumptions: list[tuple[str, VariableType]] = []
         self.loop_depth_counter = 0
         self.return_arity: int | None = None
         self.loaded_counts: Counter[str] = Counter()

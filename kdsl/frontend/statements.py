@@ -17,6 +17,7 @@ from kdsl import builtins as kb
 from kdsl import types as T
 from kdsl.frontend.analysis import (
     assigned_names,
+    first_jump,
     may_break_or_continue,
     may_return,
     stmt_may_jump,
@@ -296,7 +297,7 @@ class StatementLowering(ExpressionLowering):
     def note_assumption(self, name: str, vt: VariableType) -> None:
         """Records a type chosen without a declaration; a later mismatch forces a rebuild."""
         if self.types.declared(name) is None and not name.startswith("$"):
-            self.assumptions[name] = vt
+            self.assumptions.append((name, vt))
 
     # --- loops ----------------------------------------------------------------------------
 
@@ -337,14 +338,19 @@ class StatementLowering(ExpressionLowering):
             del self.env[frame.continue_flag]
         self.loops.pop()
 
-    def carried_names(self, body: list[ast.stmt], extra: list[str], returns: bool) -> list[str]:
-        """Locals a loop carries: assigned in it and defined before or read after it."""
+    def carried_names(self, body: list[ast.stmt], extra: list[str], returns: bool,
+                      target: str | None = None) -> list[str]:
+        """Locals a loop carries: assigned in it (or its loop variable) and defined before
+        or read after it."""
         inside = Counter(
             n.id for s in body for n in ast.walk(s)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
         )
         names = []
-        for name in assigned_names(body):
+        candidates = assigned_names(body)
+        if target is not None and target not in candidates:
+            candidates.append(target)
+        for name in candidates:
             if self._is_array(name):
                 continue
             if isinstance(self.env.get(name), Value):
@@ -375,7 +381,8 @@ class StatementLowering(ExpressionLowering):
         body: Callable[[], None], extra: list[str], returns: bool,
     ) -> None:
         body_nodes = node.body if isinstance(node, (ast.While, ast.For)) else []
-        names = self.carried_names(body_nodes, extra, returns)
+        target = node.target.id if isinstance(node, ast.For) and isinstance(node.target, ast.Name) else None
+        names = self.carried_names(body_nodes, extra, returns, target)
         inits = self.loop_initial_values(names)
         weak = [self.is_weak(v) for v in inits]
         before_block = Block([Value(v.type, n) for v, n in zip(inits, names)])
@@ -508,7 +515,7 @@ class StatementLowering(ExpressionLowering):
     def counted_loop(
         self, node: ast.For, target: str, start: Value, stop: Value, step: Value, frame: LoopFrame
     ) -> None:
-        names = self.carried_names(node.body, [], False)
+        names = self.carried_names(node.body, [], False, target)
         inits = self.loop_initial_values(names)
         weak = [self.is_weak(v) for v in inits]
         body_block = Block([Value(T.i64, target)] + [Value(v.type, n) for v, n in zip(inits, names)])
@@ -533,9 +540,11 @@ class StatementLowering(ExpressionLowering):
             self.error(f"this parallel loop needs {len(space.stops)} loop variable(s)", node.target)
         brk, cont = may_break_or_continue(node.body)
         if brk:
-            self.error("'break' directly inside a parallel loop: iterations have no order to stop", node)
+            self.error("'break' directly inside a parallel loop: iterations have no order to stop",
+                       first_jump(node.body, (ast.Break,), False) or node)
         if may_return(node.body):
-            self.error("'return' inside a parallel loop: iterations run concurrently", node)
+            self.error("'return' inside a parallel loop: iterations run concurrently",
+                       first_jump(node.body, (ast.Return,), True) or node)
         target_names = [t.id for t in targets]  # type: ignore[attr-defined]
         reductions = self.find_reductions(node, target_names)
         extents = [
@@ -577,15 +586,12 @@ class StatementLowering(ExpressionLowering):
     def find_reductions(self, node: ast.For, targets: list[str]) -> dict[str, str]:
         """Outer locals the parallel body updates: each must be a reduction."""
         kinds: dict[str, str] = {}
-        allowed_reads: Counter = Counter()
         for stmt in (s for b in node.body for s in ast.walk(b)):
             name, kind = _reduction_form(stmt)
             if name is not None and isinstance(self.env.get(name), Value):
                 if kinds.get(name, kind) != kind:
                     self.error(f"'{name}' is reduced with two different operations", stmt)
                 kinds[name] = kind
-                if kind in ("min", "max"):
-                    allowed_reads[name] += 1
         for name in assigned_names(node.body):
             if name in targets or not isinstance(self.env.get(name), Value) or self._is_array(name):
                 continue
@@ -600,15 +606,20 @@ class StatementLowering(ExpressionLowering):
                         stmt,
                     )
         for name in kinds:
-            reads = sum(
-                1 for b in node.body for n in ast.walk(b)
-                if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
-            )
-            if reads > allowed_reads[name]:
-                self.error(
-                    f"reduction variable '{name}' is read inside the parallel loop, where it "
-                    "holds only a partial result", node,
-                )
+            allowed = {
+                id(a) for b in node.body for stmt in ast.walk(b)
+                if _reduction_form(stmt)[0] == name and isinstance(stmt, ast.Assign)
+                for a in stmt.value.args  # type: ignore[attr-defined]
+                if isinstance(a, ast.Name) and a.id == name
+            }
+            for b in node.body:
+                for n in ast.walk(b):
+                    if (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                            and id(n) not in allowed):
+                        self.error(
+                            f"reduction variable '{name}' is read inside the parallel loop, "
+                            "where it holds only a partial result", n,
+                        )
         return kinds
 
 

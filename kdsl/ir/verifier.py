@@ -52,6 +52,13 @@ def _check_regions(op: Operation, context: str) -> None:
             _fail(op, context, f"a region must end in '{terminator}'")
     carried = [r.type for r in op.results]
     if op.name in ("for", "parallel_for", "while"):
+        skip = {"for": 3, "parallel_for": op.attrs.get("ndim", 0), "while": 0}[op.name]
+        initial = [v.type for v in op.operands[skip:]]
+        if initial != carried:
+            _fail(op, context, f"initial values {initial} but the loop carries {carried}")
+        body_args = [a.type for a in op.regions[-1].args[len(op.regions[-1].args) - len(carried):]]
+        if body_args != carried:
+            _fail(op, context, f"body arguments {body_args} but the loop carries {carried}")
         body = op.regions[-1]
         yielded = [v.type for v in body.ops[-1].operands]
         if yielded != carried:

@@ -24,6 +24,8 @@ def argument_key(a: Any) -> Any:
         return a.dtype
     if t is Vector or t is Matrix:
         return (t, a.dtype, a.shape)
+    if isinstance(a, np.ndarray):  # subclasses (np.memmap, ...)
+        return (t, a.dtype, a.ndim, a.flags.c_contiguous)
     unwrap = getattr(a, "__kdsl_array__", None)
     if unwrap is not None:
         return argument_key(unwrap())
@@ -94,11 +96,27 @@ def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
             isinstance(a, int) and annotation.is_float
         ):
             raise mismatch()
+        if annotation.is_integer:
+            check_integer_range(name, annotation, a)
         return Parameter(name, annotation, False, "float" if annotation.is_float else "int")
     return _unannotated(name, a)
 
 
+def check_integer_range(name: str, t: T.ScalarType, a: Any) -> int:
+    """``a`` as a Python int, or OverflowError naming the parameter when ``t`` cannot hold it."""
+    value = int(a)
+    info = np.iinfo(t.numpy_dtype)
+    if not info.min <= value <= info.max:
+        raise OverflowError(f"argument '{name}': {value} does not fit in {t} "
+                            f"[{info.min}, {info.max}]")
+    return value
+
+
 def _unannotated(name: str, a: Any) -> Parameter:
+    if isinstance(a, (Vector, Matrix)):
+        scalar = T.scalar_from_numpy(a.dtype)
+        t = T.vector_type(scalar, a.shape[0]) if a.ndim == 1 else T.matrix_type(scalar, *a.shape)
+        return Parameter(name, t, False, "vector")
     if isinstance(a, np.ndarray):
         if a.ndim == 0:
             return _unannotated(name, a[()])
@@ -107,22 +125,18 @@ def _unannotated(name: str, a: Any) -> Parameter:
         except TypeError:
             raise TypeError(f"argument '{name}': kdsl has no type for {a.dtype} arrays") from None
         return Parameter(name, T.ArrayType(scalar, a.ndim, bool(a.flags.c_contiguous)), False, "object")
-    if isinstance(a, (Vector, Matrix)):
-        scalar = T.scalar_from_numpy(a.dtype)
-        t = T.vector_type(scalar, a.shape[0]) if a.ndim == 1 else T.matrix_type(scalar, *a.shape)
-        return Parameter(name, t, False, "vector")
+    if isinstance(a, np.generic):  # before float: np.float64 subclasses float
+        try:
+            scalar = T.scalar_from_numpy(a.dtype)
+        except TypeError:
+            raise TypeError(f"argument '{name}': kdsl has no type for {a.dtype}") from None
+        return Parameter(name, scalar, False, "float" if scalar.is_float else "int")
     if isinstance(a, bool):
         return Parameter(name, T.bool_, True, "int")
     if isinstance(a, int):
         return Parameter(name, T.i64, True, "int")
     if isinstance(a, float):
         return Parameter(name, T.f64, True, "float")
-    if isinstance(a, np.generic):
-        try:
-            scalar = T.scalar_from_numpy(a.dtype)
-        except TypeError:
-            raise TypeError(f"argument '{name}': kdsl has no type for {a.dtype}") from None
-        return Parameter(name, scalar, False, "float" if scalar.is_float else "int")
     raise TypeError(f"argument '{name}': kdsl cannot pass {_describe_argument(a)} to a kernel")
 
 

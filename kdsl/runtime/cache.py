@@ -39,8 +39,7 @@ def load(key: str) -> tuple[Path, Any] | None:
     try:
         meta = pickle.loads(meta_path.read_bytes())
         size = code_path.stat().st_size
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError,
-            IndexError, TypeError):
+    except Exception:  # noqa: BLE001 - any damaged entry is a miss, rebuilt and rewritten
         return None
     if not isinstance(meta, dict) or meta.get("key") != key or meta.get("size") != size:
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import struct
 import sys
@@ -27,7 +28,7 @@ from kdsl.frontend.scope import VariableType
 from kdsl.ir.core import Module
 from kdsl.ir.passes.pipeline import PassOptions, run_pipeline
 from kdsl.runtime import cache
-from kdsl.runtime.arguments import Parameter, variable_types
+from kdsl.runtime.arguments import Parameter, check_integer_range, variable_types
 from kdsl.runtime.ndarray_layout import ndarray_offsets
 from kdsl.runtime.symbols import ALLOCATIONS
 
@@ -57,7 +58,15 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
 def llvm_ir_text(fn: Any, params: list[Parameter], options: BuildOptions, entry: str) -> tuple[str, Any]:
     module, results = lower_and_optimize(fn, params, options)
     emitted = emit_kernel(module.kernel, options.codegen(), entry)
-    return str(emitted.module), (emitted, results)
+    return str(emitted.module), (emitted, results, written_arguments(module))
+
+
+def written_arguments(module: Module) -> list[int]:
+    """Which array arguments the kernel may write (they must be writeable at the call)."""
+    args = module.kernel.args
+    written = {op.operands[0] for op in module.kernel.walk()
+               if op.name in ("array_store", "atomic_rmw")}
+    return [k for k, a in enumerate(args) if a in written]
 
 
 def cache_key(deps: Dependencies, params: list[Parameter], options: BuildOptions) -> str:
@@ -81,7 +90,7 @@ class CompiledKernel:
 
     def __init__(self, name: str, address: int, params: list[Parameter],
                  results: list[VariableType], sites: list[Site], deps: Dependencies,
-                 allocates: bool = True) -> None:
+                 allocates: bool = True, written: list[int] | None = None) -> None:
         self.name = name
         self.params = params
         self.results = results
@@ -102,22 +111,30 @@ class CompiledKernel:
                 self.converters.append(float)
             else:
                 argtypes.append(ctypes.c_int64)
-                self.converters.append(int)
+                t = p.type
+                if t.is_integer and (t.bits < 64 or not t.is_signed):
+                    self.converters.append(functools.partial(check_integer_range, p.name, t))
+                else:
+                    self.converters.append(int)
         argtypes.append(ctypes.py_object)
         self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
         self.status_size = STATUS_SLOTS + sum(_slots(r.type) for r in results)
         self.allocates = allocates
+        self.written = list(written or [])
         self.passthrough = all(
             p.passing == "object" and not p.trailing_shape for p in params
         )
 
     def __call__(self, args: tuple) -> Any:
         status = np.zeros(self.status_size, dtype=np.int64)
+        if not (self.passthrough and all(type(a) is np.ndarray for a in args)):
+            args = tuple(c(a) for c, a in zip(self.converters, args))
+        for k in self.written:
+            if not args[k].flags.writeable:
+                raise ValueError(f"argument '{self.params[k].name}' of kernel {self.name} is "
+                                 "read-only, and the kernel writes to it")
         try:
-            if self.passthrough and all(type(a) is np.ndarray for a in args):
-                self.cfunc(*args, status)
-            else:
-                self.cfunc(*[c(a) for c, a in zip(self.converters, args)], status)
+            self.cfunc(*args, status)
         finally:
             made = ALLOCATIONS.claim(status.ctypes.data) if self.allocates else {}
         if status[0]:
@@ -205,7 +222,7 @@ def compile_kernel(fn: Any, name: str, params: list[Parameter], deps: Dependenci
             _loaded[key], _metadata[key] = _load_or_build(fn, params, options, key)
         address, meta = _loaded[key], _metadata[key]
     return CompiledKernel(name, address, params, meta["results"], meta["sites"], deps,
-                          meta.get("allocates", True))
+                          meta.get("allocates", True), meta.get("written", []))
 
 
 def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
@@ -224,10 +241,11 @@ def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
             return cpu.load_object_in_jit(path.read_bytes(), entry, init, hook_table()), meta
         except (OSError, AttributeError, RuntimeError):
             pass  # unreadable or incomplete: compile afresh below
-    text, (emitted, results) = llvm_ir_text(fn, params, options, entry)
+    text, (emitted, results, written) = llvm_ir_text(fn, params, options, entry)
     code = cpu.emit_object(cpu.optimize(text))
     library = cpu.link_shared_library(code)
     meta = {"sites": emitted.sites, "results": results, "allocates": emitted.allocates,
+            "written": written,
             "format": "object" if library is None else "shared"}
     stored = cache.store(key, code if library is None else library, meta)
     if library is None:

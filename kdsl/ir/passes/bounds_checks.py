@@ -23,6 +23,7 @@ class _Emitter:
         return op
 
     def constant(self, value: Any, type: T.ScalarType) -> Value:
+        value = bool(value) if type.is_bool else float(value) if type.is_float else int(value)
         return self.add("constant", [], [type], value=value, type=type).result
 
 

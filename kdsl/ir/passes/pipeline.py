@@ -33,13 +33,14 @@ class Pass:
 
 PIPELINE: tuple[Pass, ...] = (
     Pass("inline", inline_funcs.run),
+    # before anything can delete an access whose value is unused: its check stays
+    Pass("bounds-checks", bounds_checks.run, only_in_debug=True),
     Pass("simplify", simplify.run),
     Pass("cse", cse.run),
     Pass("dce", dead_code.run),
     Pass("demote-atomics", demote_atomics.run),
     Pass("speculate-loads", speculate_loads.run),
     Pass("cse-late", cse.run),
-    Pass("bounds-checks", bounds_checks.run, only_in_debug=True),
     Pass("simplify-late", simplify.run),
     Pass("dce-late", dead_code.run),
 )

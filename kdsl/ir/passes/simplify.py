@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from kdsl import types as T
@@ -80,11 +81,14 @@ class _Simplifier:
         if len(values) == 2 and isinstance(rt, T.ScalarType):
             x, y = values
             left, right = op.operands
-            if name in ("add", "bit_or", "bit_xor") and y == 0 and y is not _NOT_CONSTANT and not rt.is_bool:
+            # x + 0.0 is not x for x = -0.0; x + (-0.0) and x - 0.0 are
+            if name in ("add", "bit_or", "bit_xor") and _is_additive_identity(y, rt) and not rt.is_bool:
                 return self.forward(op, left)
-            if name == "add" and x == 0 and x is not _NOT_CONSTANT:
+            if name == "add" and _is_additive_identity(x, rt):
                 return self.forward(op, right)
-            if name == "sub" and y == 0 and y is not _NOT_CONSTANT:
+            if name == "sub" and y is not _NOT_CONSTANT and y == 0 and (
+                not rt.is_float or math.copysign(1.0, y) > 0
+            ):
                 return self.forward(op, left)
             if name == "mul" and y == 1 and y is not _NOT_CONSTANT:
                 return self.forward(op, left)
@@ -127,6 +131,12 @@ class _Simplifier:
 
 
 _NOT_CONSTANT = object()
+
+
+def _is_additive_identity(value: Any, t: T.ScalarType) -> bool:
+    if value is _NOT_CONSTANT or value != 0:
+        return False
+    return not t.is_float or math.copysign(1.0, value) < 0
 
 
 def run(module: Module, options: Any = None) -> None:
