@@ -8,6 +8,7 @@ import hashlib
 import struct
 import sys
 import threading
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,12 +70,25 @@ def written_arguments(module: Module) -> list[int]:
     return [k for k, a in enumerate(args) if a in written]
 
 
+@functools.lru_cache(maxsize=None)
+def compiler_fingerprint() -> str:
+    """The size and modification time of every file of kdsl itself: a changed compiler
+    (a development checkout, a reinstall) never reuses code the old one made."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        stat = path.stat()
+        h.update(f"{path.relative_to(root)}:{stat.st_size}:{stat.st_mtime_ns};".encode())
+    return h.hexdigest()
+
+
 def cache_key(deps: Dependencies, params: list[Parameter], options: BuildOptions) -> str:
     from kdsl.codegen.cpu import target_description
 
     h = hashlib.sha256()
     parts = [
-        f"kdsl {VERSION}", sys.version, np.__version__, target_description(),
+        f"kdsl {VERSION}", compiler_fingerprint(), sys.version, np.__version__,
+        target_description(),
         repr(ndarray_offsets()), repr(options),
         repr([(p.name, p.type, p.weak, p.passing) for p in params]),
         *deps.key_parts(),
