@@ -80,6 +80,10 @@ class ExpressionLowering(LoweringBase):
             )
         sa, sb = T.element_scalar(a.type), T.element_scalar(b.type)
         weak_a, weak_b = self.is_weak(a), self.is_weak(b)
+        if weak_a and weak_b:
+            folded = self._fold_python_ints(name, a, b, node)
+            if folded is not None:
+                return folded
         scalar, weak = T.promote(sa, weak_a, sb, weak_b)
         if name in ("bit_and", "bit_or", "bit_xor", "shl", "shr"):
             if scalar.is_float:
@@ -99,6 +103,29 @@ class ExpressionLowering(LoweringBase):
             return self.mark_weak(self._power_by_squaring(self.coerce(a, target, node), b), weak)
         result = self.op(name, self.coerce(a, target, node), self.coerce(b, target, node), node=node)
         return self.mark_weak(result, weak)
+
+    _EXACT_INT_OPS = {
+        "add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul": lambda x, y: x * y,
+        "floordiv": lambda x, y: x // y, "mod": lambda x, y: x % y,
+        "pow": lambda x, y: x**y, "shl": lambda x, y: x << y,
+    }
+
+    def _fold_python_ints(self, name: str, a: Value, b: Value, node: ast.AST) -> Value | None:
+        """Arithmetic on Python int literals is exact, as in Python; a result that does not
+        fit in 64 bits is an error rather than a silent wrap-around."""
+        x, y = self._defining_constant(a), self._defining_constant(b)
+        fn = self._EXACT_INT_OPS.get(name)
+        if fn is None or type(x) is not int or type(y) is not int:
+            return None
+        if name in ("floordiv", "mod") and y == 0:
+            return None
+        if (name == "pow" and (y < 0 or y > 4096)) or (name == "shl" and not 0 <= y < 4096):
+            return None
+        value = fn(x, y)
+        if not -(2**63) <= value < 2**63:
+            self.error(f"integer arithmetic on literals overflows 64 bits (the result is {value})",
+                       node)
+        return self.constant(value)
 
     def _broadcast_shape(self, ta: Any, tb: Any, node: ast.AST) -> Any:
         shaped = [t for t in (ta, tb) if isinstance(t, (T.VectorType, T.MatrixType))]

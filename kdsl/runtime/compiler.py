@@ -8,8 +8,8 @@ import hashlib
 import struct
 import sys
 import threading
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -70,7 +70,7 @@ def written_arguments(module: Module) -> list[int]:
     return [k for k, a in enumerate(args) if a in written]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiler_fingerprint() -> str:
     """The size and modification time of every file of kdsl itself: a changed compiler
     (a development checkout, a reinstall) never reuses code the old one made."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import numbers
 import os
 
 # read by compiled code through the symbol kdsl_num_threads
@@ -27,9 +28,9 @@ def _default() -> int:
 
 def set_num_threads(n: int) -> None:
     """Sets how many threads parallel loops run on (1 runs them serially)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
         raise ValueError(f"set_num_threads needs a positive integer, got {n!r}")
-    NUM_THREADS.value = n
+    NUM_THREADS.value = int(n)
 
 
 def get_num_threads() -> int:

@@ -30,7 +30,19 @@ class _Emitter:
 _GUARD_YIELDS: set[Operation] = set()
 
 
-def _guard(op: Operation) -> tuple[list[Operation], dict[Value, Value]]:
+def _as_written(index: Value, definitions: dict[Value, Operation]) -> Value:
+    """The index the user wrote: ``a[-2]`` is lowered to ``-2 + size``; report -2."""
+    op = definitions.get(index)
+    if op is not None and op.name == "add":
+        literal = definitions.get(op.operands[0])
+        size = definitions.get(op.operands[1])
+        if (literal is not None and literal.name == "constant" and literal.attrs["value"] < 0
+                and size is not None and size.name == "array_dim"):
+            return op.operands[0]
+    return index
+
+
+def _guard(op: Operation, definitions: dict[Value, Operation]) -> tuple[list[Operation], dict[Value, Value]]:
     array = op.operands[0]
     indices = op.operands[1:] if op.name == "array_load" else op.operands[1:-1]
     e = _Emitter(op)
@@ -55,7 +67,7 @@ def _guard(op: Operation) -> tuple[list[Operation], dict[Value, Value]]:
     report = _Emitter(op)
     # report the first failing axis
     for index, size, ok, axis in checks:
-        report.add("raise_index_error", [index, size, ok], [], axis=axis,
+        report.add("raise_index_error", [_as_written(index, definitions), size, ok], [], axis=axis,
                    array=getattr(array, "name_hint", ""))
     fallback = [_zero(report, r.type) for r in op.results]
     report.add("yield", fallback, [])
@@ -75,13 +87,13 @@ def _zero(e: _Emitter, t: Any) -> Value:
     return e.add("splat", [e.constant(0, t.element)], [t], type=t).result
 
 
-def _visit(block: Block, mapping: dict[Value, Value]) -> None:
+def _visit(block: Block, mapping: dict[Value, Value], definitions: dict[Value, Operation]) -> None:
     out = []
     for op in block.ops:
         for region in op.regions:
-            _visit(region, mapping)
+            _visit(region, mapping, definitions)
         if op.name in _ACCESSES:
-            ops, results = _guard(op)
+            ops, results = _guard(op, definitions)
             out.extend(ops)
             mapping.update(results)
         else:
@@ -91,7 +103,8 @@ def _visit(block: Block, mapping: dict[Value, Value]) -> None:
 
 def run(module: Module, options: Any = None) -> None:
     mapping: dict[Value, Value] = {}
-    _visit(module.kernel.body, mapping)
+    definitions = {r: op for op in module.kernel.walk() for r in op.results}
+    _visit(module.kernel.body, mapping, definitions)
     # uses after the access now read the if's results; the yield inside keeps the original
     for op in module.kernel.walk():
         if op in _GUARD_YIELDS:

@@ -1,0 +1,23 @@
+"""Fixtures of the IR tests: a private disk cache for the session."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_kernel_cache():
+    """Compiled code goes to a fresh temporary cache, so no run reads another's entries."""
+    directory = tempfile.mkdtemp(prefix="kdsl_ir_cache_")
+    previous = os.environ.get("KDSL_CACHE_DIR")
+    os.environ["KDSL_CACHE_DIR"] = directory
+    yield directory
+    if previous is None:
+        os.environ.pop("KDSL_CACHE_DIR", None)
+    else:
+        os.environ["KDSL_CACHE_DIR"] = previous
+    shutil.rmtree(directory, ignore_errors=True)

@@ -1,0 +1,263 @@
+"""The disk cache (API section 5): ``KDSL_CACHE_DIR`` holds compiled kernels across
+processes; its key covers the kernel's source, the sources of the funcs it calls, the
+constants it captures and the argument types; ``KDSL_CACHE=0`` turns it off; a damaged
+entry is ignored and rebuilt. Each process here is a fresh interpreter."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+MODULE = '''
+import numpy as np
+import kdsl as kd
+
+OFFSET = {offset}
+
+
+@kd.func
+def twice(x):
+    return x * {factor}
+
+
+@kd.kernel
+def transform(a: kd.Array[kd.f64]):
+    for i in kd.prange(a.shape[0]):
+        a[i] = twice(a[i]) + OFFSET{extra}
+'''
+
+CALLER = '''
+import numpy as np
+import kernels
+a = np.array([1.0, 2.5, -4.0])
+kernels.transform(a)
+print(a.tolist())
+'''
+
+
+def write_module(directory: Path, offset: int = 3, factor: float = 2.0, extra: str = "") -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    text = MODULE.format(offset=offset, factor=factor, extra=extra)
+    (directory / "kernels.py").write_text(textwrap.dedent(text))
+    for cached in (directory / "__pycache__").glob("*"):
+        cached.unlink()
+
+
+def expected(offset: int = 3, factor: float = 2.0, extra: float = 0.0) -> list[float]:
+    return [x * factor + offset + extra for x in (1.0, 2.5, -4.0)]
+
+
+def entries(cache: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file in the cache, with what would change if it were rewritten."""
+    if not cache.exists():
+        return {}
+    return {
+        str(p.relative_to(cache)): (p.stat().st_ino, p.stat().st_mtime_ns, p.stat().st_size)
+        for p in cache.rglob("*") if p.is_file()
+    }
+
+
+def run_caller(run_python, modules: Path, cache: Path, **env: str) -> list[float]:
+    result = run_python(CALLER, env={"KDSL_CACHE_DIR": str(cache), **env}, path=modules)
+    return eval(result.stdout.strip().splitlines()[-1])
+
+
+def test_second_process_loads_what_the_first_stored(run_python, tmp_path):
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    write_module(modules)
+    assert run_caller(run_python, modules, cache) == expected()
+    stored = entries(cache)
+    assert stored, "the first process wrote nothing to KDSL_CACHE_DIR"
+    assert run_caller(run_python, modules, cache) == expected()
+    assert entries(cache) == stored, "the second process rewrote the cache instead of loading"
+
+
+def test_changed_kernel_source_is_a_new_entry(run_python, tmp_path):
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    write_module(modules)
+    assert run_caller(run_python, modules, cache) == expected()
+    first = entries(cache)
+    write_module(modules, extra=" + 0.5")
+    assert run_caller(run_python, modules, cache) == expected(extra=0.5)
+    second = entries(cache)
+    assert set(first) < set(second)
+    assert {k: second[k] for k in first} == first
+
+
+def test_changed_captured_constant_is_a_new_entry(run_python, tmp_path):
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    write_module(modules, offset=3)
+    assert run_caller(run_python, modules, cache) == expected(offset=3)
+    first = entries(cache)
+    write_module(modules, offset=10)
+    assert run_caller(run_python, modules, cache) == expected(offset=10)
+    assert set(first) < set(entries(cache))
+    # and back: the first entry is still valid and used
+    write_module(modules, offset=3)
+    before = entries(cache)
+    assert run_caller(run_python, modules, cache) == expected(offset=3)
+    assert entries(cache) == before
+
+
+def test_changed_func_source_is_a_new_entry(run_python, tmp_path):
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    write_module(modules, factor=2.0)
+    assert run_caller(run_python, modules, cache) == expected(factor=2.0)
+    first = entries(cache)
+    write_module(modules, factor=3.0)
+    assert run_caller(run_python, modules, cache) == expected(factor=3.0)
+    assert set(first) < set(entries(cache))
+
+
+def test_argument_types_are_part_of_the_key(run_python, tmp_path):
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    modules.mkdir()
+    (modules / "untyped.py").write_text(textwrap.dedent('''
+        import kdsl as kd
+
+        @kd.kernel
+        def halve(a):
+            for i in kd.prange(a.shape[0]):
+                a[i] = a[i] / 2
+    '''))
+    code = textwrap.dedent('''
+        import numpy as np, untyped
+        a = np.array([3.0, 5.0], np.{dtype})
+        untyped.halve(a)
+        print(a.tolist())
+    ''')
+    env = {"KDSL_CACHE_DIR": str(cache)}
+    assert run_python(code.format(dtype="float64"), env, modules).stdout.split() == ["[1.5,", "2.5]"]
+    first = entries(cache)
+    assert run_python(code.format(dtype="float32"), env, modules).stdout.split() == ["[1.5,", "2.5]"]
+    assert set(first) < set(entries(cache))
+
+
+def test_cache_off_writes_nothing(run_python, tmp_path):
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    write_module(modules)
+    assert run_caller(run_python, modules, cache, KDSL_CACHE="0") == expected()
+    assert entries(cache) == {}
+    assert run_caller(run_python, modules, cache, KDSL_CACHE="0") == expected()
+    assert entries(cache) == {}
+
+
+def test_unusable_cache_directory_only_costs_the_cache(run_python, tmp_path):
+    modules = tmp_path / "modules"
+    write_module(modules)
+    not_a_directory = tmp_path / "a-file"
+    not_a_directory.write_text("not a directory")
+    for cache in (not_a_directory, not_a_directory / "below"):
+        assert run_caller(run_python, modules, cache) == expected()
+    assert not_a_directory.read_text() == "not a directory"
+
+
+@pytest.mark.parametrize("damage", ["garbage", "empty", "truncated", "same-size-noise"])
+def test_damaged_entry_is_rebuilt(run_python, tmp_path, damage):
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    write_module(modules)
+    assert run_caller(run_python, modules, cache) == expected()
+    files = [p for p in cache.rglob("*") if p.is_file()]
+    assert files
+    rng = np.random.default_rng(len(damage))
+    for path in files:
+        data = path.read_bytes()
+        if damage == "garbage":
+            path.write_bytes(b"not a kdsl cache entry")
+        elif damage == "empty":
+            path.write_bytes(b"")
+        elif damage == "truncated":
+            path.write_bytes(data[: len(data) // 2])
+        else:
+            path.write_bytes(rng.integers(0, 256, len(data), dtype=np.uint8).tobytes())
+    assert run_caller(run_python, modules, cache) == expected()
+    # the rebuilt entry is good again: a third process loads it without rewriting
+    rebuilt = entries(cache)
+    assert run_caller(run_python, modules, cache) == expected()
+    assert entries(cache) == rebuilt
+
+
+def test_metadata_damaged_into_an_overflowing_pickle_is_rebuilt(run_python, tmp_path):
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    write_module(modules)
+    assert run_caller(run_python, modules, cache) == expected()
+    # a pickle frame header announcing more bytes than a process can hold
+    overflowing = b"\x95\xe2\xbeFP?=\xc3\xcd\xefG\x99\xb5\xf2\xd4o\xf4\xfa"
+    for path in cache.rglob("*.meta"):
+        path.write_bytes(overflowing)
+    assert run_caller(run_python, modules, cache) == expected()
+
+
+def test_error_lines_follow_the_kernel_when_lines_are_added_above(run_python, tmp_path):
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    modules.mkdir()
+    kernel = textwrap.dedent('''
+        import kdsl as kd
+
+        @kd.kernel(debug=True)
+        def get(a: kd.Array[kd.f32], k: kd.i64):
+            return a[k]
+    ''')
+    code = textwrap.dedent('''
+        import numpy as np, located
+        try:
+            located.get(np.ones(3, np.float32), 5)
+        except IndexError as e:
+            print(e)
+    ''')
+    env = {"KDSL_CACHE_DIR": str(cache)}
+    path = modules / "located.py"
+    path.write_text(kernel)
+    line = kernel.splitlines().index("    return a[k]") + 1
+    assert f"line {line})" in run_python(code, env, modules).stdout
+    path.write_text("# one\n# two\n# three\n" + kernel)
+    out = run_python(code, env, modules).stdout
+    assert f"line {line + 3})" in out and "return a[k]" in out
+
+
+# --- in one process ---------------------------------------------------------------------
+
+SHIFT = 1
+
+
+@kd.kernel
+def shifted(a: kd.Array[kd.i64]):
+    for i in kd.prange(a.shape[0]):
+        a[i] = a[i] + SHIFT
+
+
+def test_changed_global_constant_recompiles_in_the_same_process():
+    global SHIFT
+    a = np.array([10, 20, 30], np.int64)
+    try:
+        shifted(a)
+        np.testing.assert_array_equal(a, [11, 21, 31])
+        SHIFT = 5
+        shifted(a)
+        np.testing.assert_array_equal(a, [16, 26, 36])
+        SHIFT = 1
+        shifted(a)
+        np.testing.assert_array_equal(a, [17, 27, 37])
+    finally:
+        SHIFT = 1
+
+
+def test_changed_closure_constant_recompiles():
+    scale = 2.0
+
+    @kd.kernel
+    def scaled(a: kd.Array[kd.f64]):
+        for i in kd.prange(a.shape[0]):
+            a[i] = a[i] * scale
+
+    a = np.array([1.0, -3.0])
+    scaled(a)
+    np.testing.assert_array_equal(a, [2.0, -6.0])
+    scale = 0.5  # noqa: F841 - read by the kernel through its closure
+    scaled(a)
+    np.testing.assert_array_equal(a, [1.0, -3.0])

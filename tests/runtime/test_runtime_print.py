@@ -1,0 +1,76 @@
+"""``print`` inside kernels (API section 6): output goes to ``sys.stdout``, in program
+order, formatted as Python prints the same scalars."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+
+import kdsl as kd
+
+
+@kd.kernel
+def report(a: kd.Array[kd.f32], n: kd.i64, x: kd.f64):
+    print("n =", n, "first =", a[0], "x =", x, "flag", a[1] > 0.0)
+    for i in range(2):
+        print(i, n - i)
+
+
+A = np.array([1.5, -2.25], np.float32)
+
+
+def test_print_matches_python(capsys):
+    report(A, 7, 0.125)
+    compiled = capsys.readouterr()
+    report.python(A, 7, 0.125)
+    reference = capsys.readouterr()
+    assert compiled.out == reference.out
+    assert compiled.out == "n = 7 first = 1.5 x = 0.125 flag False\n0 7\n1 6\n"
+    assert compiled.err == ""
+
+
+@kd.kernel
+def print_vector(v: kd.Array[kd.vec3]):
+    print("v", v[0])
+
+
+def test_print_of_a_vector_shows_its_components(capfd):
+    print_vector(np.array([[1.0, 2.5, -3.0]], np.float32))
+    out = capfd.readouterr().out
+    assert out.startswith("v [1")
+    assert "2.5" in out and "-3" in out
+
+
+@kd.kernel
+def print_each(a: kd.Array[kd.i64]):
+    for i in kd.prange(a.shape[0]):
+        print("item", i, a[i])
+
+
+def test_print_in_prange_prints_every_iteration(capfd):
+    print_each(np.arange(10, 18, dtype=np.int64))
+    lines = capfd.readouterr().out.splitlines()
+    assert sorted(lines) == sorted(f"item {i} {10 + i}" for i in range(8))
+
+
+def test_print_goes_to_stdout_in_order(run_python, tmp_path):
+    (tmp_path / "talk.py").write_text(textwrap.dedent('''
+        import kdsl as kd
+
+        @kd.kernel
+        def say(n: kd.i64):
+            for i in range(n):
+                print("kernel", i)
+    '''))
+    code = textwrap.dedent('''
+        import talk
+        print("before")
+        talk.say(2)
+        print("between")
+        talk.say(1)
+        print("after")
+    ''')
+    result = run_python(code, path=tmp_path)
+    assert result.stdout == "before\nkernel 0\nkernel 1\nbetween\nkernel 0\nafter\n"
+    assert "kernel" not in result.stderr
