@@ -42,18 +42,33 @@ def _values(lo: FunctionLowering, node: ast.Call, args: list) -> list[Value]:
     return [lo.value_of(a, node) for a in args]
 
 
-def _unary_math(op_name: str, python_float: bool = False) -> Handler:
+def _unary_math(op_name: str, python_result: bool = False) -> Handler:
+    """A math function. ``python_result``: it returns a Python number for a Python number
+    (``math.sqrt``, builtin ``abs``), so the result stays weak; NumPy's and kdsl's return
+    NumPy scalars (strong)."""
+
     def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         _arity(lo, node, args, 1, op_name)
         (v,) = _values(lo, node, args)
-        weak = lo.is_weak(v) or python_float
+        weak = lo.is_weak(v) and python_result
         scalar = T.element_scalar(v.type)
-        if python_float:
-            v = lo.coerce(v, T.f64, node)
-        elif not scalar.is_float and op_name not in ("abs",):
-            target = T.f64
-            v = lo.coerce(v, T.with_element_scalar(v.type, target), node)
-        return lo.mark_weak(lo.op(op_name, v, node=node), weak)
+        if not scalar.is_float and op_name != "abs":
+            v = lo.coerce(v, T.with_element_scalar(v.type, T.f64), node)
+        result = lo.op(op_name, v, node=node)
+        return lo.mark_weak(result, weak) if weak else lo.strong(result)
+
+    return handler
+
+
+def _python_math(op_name: str) -> Handler:
+    """``math.sqrt`` and friends: the argument as a float64, the result a Python float."""
+
+    def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+        _arity(lo, node, args, 1, op_name)
+        (v,) = _values(lo, node, args)
+        if not isinstance(v.type, T.ScalarType):
+            lo.error(f"math.{op_name}() needs a scalar, got {v.type}", node)
+        return lo.mark_weak(lo.strong(lo.op(op_name, lo.coerce(v, T.f64, node), node=node)))
 
     return handler
 
@@ -61,9 +76,10 @@ def _unary_math(op_name: str, python_float: bool = False) -> Handler:
 for _name in ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh", "floor", "ceil"):
     builtin(getattr(kb, _name), getattr(np, _name))(_unary_math(_name))
 for _name in ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh"):
-    builtin(getattr(math, _name))(_unary_math(_name, python_float=True))
-builtin(kb.abs, py.abs, np.abs, np.absolute)(_unary_math("abs"))
-builtin(math.fabs)(_unary_math("abs", python_float=True))
+    builtin(getattr(math, _name))(_python_math(_name))
+builtin(kb.abs, np.abs, np.absolute)(_unary_math("abs"))
+builtin(py.abs)(_unary_math("abs", python_result=True))
+builtin(math.fabs)(_python_math("abs"))
 
 
 @builtin(math.floor, math.ceil, math.trunc)
@@ -78,7 +94,7 @@ def _python_rounding(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     return lo.mark_weak(lo.builder.cast(x, T.i64))
 
 
-def _fold_pairwise(op_name: str) -> Handler:
+def _fold_pairwise(op_name: str, python_result: bool = False) -> Handler:
     def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         if len(args) == 1:
             lo.error(f"{op_name}() of one argument (a reduction over an array) is not supported here", node)
@@ -88,13 +104,15 @@ def _fold_pairwise(op_name: str) -> Handler:
         result = values[0]
         for v in values[1:]:
             result = lo.binary(op_name, result, v, node)
-        return result
+        return result if python_result else lo.strong(result)
 
     return handler
 
 
-builtin(kb.min, py.min, np.minimum, np.fmin)(_fold_pairwise("min"))
-builtin(kb.max, py.max, np.maximum, np.fmax)(_fold_pairwise("max"))
+builtin(kb.min, np.minimum, np.fmin)(_fold_pairwise("min"))
+builtin(kb.max, np.maximum, np.fmax)(_fold_pairwise("max"))
+builtin(py.min)(_fold_pairwise("min", python_result=True))
+builtin(py.max)(_fold_pairwise("max", python_result=True))
 
 
 @builtin(kb.pow, py.pow, np.power)
@@ -110,14 +128,16 @@ def _atan2(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     a, b = _values(lo, node, args)
     if not T.element_scalar(a.type).is_float and not T.element_scalar(b.type).is_float:
         a = lo.mark_weak(lo.coerce(a, T.f64, node), lo.is_weak(a))
-    return lo.binary("atan2", a, b, node)
+    result = lo.binary("atan2", a, b, node)
+    fn = lo.expr(node.func)
+    return lo.mark_weak(lo.strong(result)) if fn.obj is math.atan2 else lo.strong(result)
 
 
 @builtin(kb.clamp)
 def _clamp(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _arity(lo, node, args, 3, "clamp")
     x, low, high = _values(lo, node, args)
-    return lo.binary("min", lo.binary("max", x, low, node), high, node)
+    return lo.strong(lo.binary("min", lo.binary("max", x, low, node), high, node))
 
 
 @builtin(kb.where, np.where)
@@ -391,7 +411,7 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
         v = lo.value_of(args[0], node)
         if not isinstance(v.type, T.ScalarType):
             lo.error(f"cannot cast a value of type {v.type} to {fn}", node)
-        return lo.builder.cast(v, fn)
+        return lo.strong(lo.builder.cast(v, fn))
     if isinstance(fn, (T.VectorType, T.MatrixType)):
         return _construct(lo, node, fn, args)
     try:

@@ -93,10 +93,15 @@ class ExpressionLowering(LoweringBase):
         elif name == "pow" and scalar.is_bool:
             scalar = T.i64
         elif name in ("add", "sub", "mul", "floordiv", "mod") and scalar.is_bool:
-            if name == "add" or name == "mul" or name == "sub":
-                scalar = T.i64 if name != "sub" else scalar
-            if name == "sub":
-                self.error("subtracting bools is not supported; convert them with int()", node)
+            if weak:  # Python's True + True == 2
+                scalar = T.i64
+            elif name in ("add", "mul"):  # NumPy's bool + bool is or, bool * bool is and
+                logical = "bit_or" if name == "add" else "bit_and"
+                return self.op(logical, self.coerce(a, T.bool_, node), self.coerce(b, T.bool_, node),
+                               node=node)
+            else:
+                self.error(f"operator {_SYMBOLS[name]} on bools is not supported (as in NumPy); "
+                           "convert them with int()", node)
         shape_type = self._broadcast_shape(a.type, b.type, node)
         target = scalar if shape_type is None else T.with_element_scalar(shape_type, scalar)
         if name == "pow" and self._is_small_int_constant(b):

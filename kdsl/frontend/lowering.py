@@ -115,6 +115,12 @@ class LoweringBase:
     def is_weak(self, v: Value) -> bool:
         return v in self.weak
 
+    def strong(self, v: Value) -> Value:
+        """``v`` as a strongly typed value (a NumPy scalar rather than a Python number)."""
+        if v not in self.weak:
+            return v
+        return self.builder.create("cast", [v], {"type": v.type}, result_types=[v.type]).result
+
     def mark_weak(self, v: Value, weak: bool = True) -> Value:
         if weak:
             self.weak.add(v)

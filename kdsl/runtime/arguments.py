@@ -91,10 +91,12 @@ def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
     if isinstance(annotation, T.ScalarType):
         if isinstance(a, np.ndarray) or not isinstance(a, (bool, int, float, np.generic)):
             raise mismatch()
-        source = np.asarray(a).dtype
-        if not np.can_cast(source, annotation.numpy_dtype, "same_kind") and not (
-            isinstance(a, int) and annotation.is_float
-        ):
+        if isinstance(a, (bool, int)) and not isinstance(a, np.generic):
+            if isinstance(a, float):
+                raise mismatch()
+        elif not np.can_cast(np.asarray(a).dtype, annotation.numpy_dtype, "same_kind"):
+            raise mismatch()
+        elif isinstance(a, float) and not annotation.is_float:
             raise mismatch()
         if annotation.is_integer:
             check_integer_range(name, annotation, a)
