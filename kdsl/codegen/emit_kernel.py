@@ -251,15 +251,16 @@ class KernelEmitter:
     def emit_cast(self, op: Operation) -> list[Repr]:
         source, target = op.operands[0].type, op.result.type
         v = self.values[op.operands[0]]
+        if isinstance(target, T.ArrayType):
+            return [v]  # a contiguous array seen as one of any layout: same view
         if isinstance(target, T.ScalarType):
             return [self.scalar.cast(source, target, v)]
         return [[self.scalar.cast(source.element, target.element, c) for c in v]]
 
     def emit_select(self, op: Operation) -> list[Repr]:
         c, a, b = (self.values[v] for v in op.operands)
-        if isinstance(a, list):
-            return [[self.b.select(c, x, y) for x, y in zip(a, b)]]
-        return [self.b.select(c, a, b)]
+        parts = [self.b.select(c, x, y) for x, y in zip(flatten(a), flatten(b))]
+        return [unflatten(op.result.type, parts)]
 
     # --- vectors and matrices ----------------------------------------------------
 
@@ -467,11 +468,9 @@ class KernelEmitter:
         then_values = self.emit_block(op.regions[0])
         else_values = self.emit_block(op.regions[1])
         results = []
-        for a, b in zip(then_values, else_values):
-            if isinstance(a, list):
-                results.append([self._select(cond, x, y) for x, y in zip(a, b)])
-            else:
-                results.append(self._select(cond, a, b))
+        for result, a, b in zip(op.results, then_values, else_values):
+            parts = [self._select(cond, x, y) for x, y in zip(flatten(a), flatten(b))]
+            results.append(unflatten(result.type, parts))
         return results
 
     def _select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:

@@ -18,15 +18,15 @@ def _walk_no_functions(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
         stack.extend(reversed(children))
 
 
-def _target_names(target: ast.AST) -> Iterator[str]:
+def _target_names(target: ast.AST, component_bases: bool = True) -> Iterator[str]:
     if isinstance(target, ast.Name):
         yield target.id
     elif isinstance(target, (ast.Tuple, ast.List)):
         for elt in target.elts:
-            yield from _target_names(elt)
+            yield from _target_names(elt, component_bases)
     elif isinstance(target, ast.Starred):
-        yield from _target_names(target.value)
-    elif isinstance(target, (ast.Attribute, ast.Subscript)):
+        yield from _target_names(target.value, component_bases)
+    elif isinstance(target, (ast.Attribute, ast.Subscript)) and component_bases:
         # v.x = 1 and v[0] = 1 rebind the local v when v is a vector
         base = target.value
         while isinstance(base, (ast.Attribute, ast.Subscript)):
@@ -35,8 +35,11 @@ def _target_names(target: ast.AST) -> Iterator[str]:
             yield base.id
 
 
-def assigned_names(nodes: Iterable[ast.AST]) -> list[str]:
-    """Names bound anywhere in ``nodes`` (assignments, loop targets), in first-seen order."""
+def assigned_names(nodes: Iterable[ast.AST], component_bases: bool = True) -> list[str]:
+    """Names bound anywhere in ``nodes`` (assignments, loop targets), in first-seen order.
+
+    With ``component_bases``, ``v`` counts as bound by ``v[0] = 1`` and ``v.x = 1`` (which
+    rebind a local vector); without, only names assigned directly count."""
     seen: dict[str, None] = {}
     for node in _walk_no_functions(nodes):
         targets: list[ast.AST] = []
@@ -49,7 +52,7 @@ def assigned_names(nodes: Iterable[ast.AST]) -> list[str]:
         elif isinstance(node, ast.NamedExpr):
             targets = [node.target]
         for t in targets:
-            for name in _target_names(t):
+            for name in _target_names(t, component_bases):
                 seen.setdefault(name, None)
     return list(seen)
 

@@ -39,6 +39,10 @@ def join(a: VariableType, b: VariableType) -> VariableType:
     ) and a.type.shape == b.type.shape:
         element, _ = T.promote(a.type.element, a.weak, b.type.element, b.weak)
         return VariableType(T.with_element_scalar(a.type, element), False)
+    if isinstance(a.type, T.ArrayType) and isinstance(b.type, T.ArrayType) and (
+        a.type.dtype == b.type.dtype and a.type.ndim == b.type.ndim
+    ):  # one local may hold arrays of different layouts
+        return VariableType(T.ArrayType(a.type.dtype, a.type.ndim, False), False)
     raise TypeConflict(f"{a.type} and {b.type}")
 
 

@@ -348,11 +348,12 @@ class StatementLowering(ExpressionLowering):
         )
         names = []
         candidates = assigned_names(body)
+        rebound = set(assigned_names(body, component_bases=False))
         if target is not None and target not in candidates:
             candidates.append(target)
         for name in candidates:
-            if self._is_array(name):
-                continue
+            if self._is_array(name) and name not in rebound:
+                continue  # a[i] = ... writes the array, it does not rebind a
             if isinstance(self.env.get(name), Value):
                 names.append(name)
             elif name not in self.env and self.loaded_counts[name] > inside[name]:
@@ -397,11 +398,28 @@ class StatementLowering(ExpressionLowering):
         with self.builder.at(body_block):
             body()
             self.builder.create("yield", [
-                self.coerce(self.env[n], v.type, node) if n in self.env else v
+                self.carry(n, self.env[n], v, node) if n in self.env else v
                 for n, v in zip(names, body_block.args)
             ])
         op = self.builder.create("while", inits, {}, [before_block, body_block], [v.type for v in inits])
         self._finish_loop(outer, names, op.results, weak)
+
+    def carry(self, name: str, value: Value, carried: Value, node: ast.AST) -> Value:
+        """``value`` converted to the type the loop carries for ``name``. While that type is
+        only assumed (the first lowering), a value that cannot be converted forces another
+        lowering with the joined type instead of an error."""
+        if self.types.declared(name) is None and not self._convertible(value.type, carried.type):
+            self.needs_rebuild = True
+            return carried
+        return self.coerce(value, carried.type, node)
+
+    @staticmethod
+    def _convertible(source: Any, target: Any) -> bool:
+        if source == target or isinstance(source, T.ScalarType) and isinstance(target, T.ScalarType):
+            return True
+        if isinstance(target, (T.VectorType, T.MatrixType)):
+            return isinstance(source, T.ScalarType) or getattr(source, "shape", None) == target.shape
+        return False
 
     def _bind(self, names: list[str], values: list[Value], weak: list[bool]) -> None:
         for name, v, w in zip(names, values, weak):
@@ -525,7 +543,7 @@ class StatementLowering(ExpressionLowering):
             self.assign(target, self.mark_weak(body_block.args[0]), node)
             self.loop_body(node.body, frame)
             self.builder.create("yield", [
-                self.coerce(self.env[n], v.type, node) for n, v in zip(names, body_block.args[1:])
+                self.carry(n, self.env[n], v, node) for n, v in zip(names, body_block.args[1:])
             ])
         op = self.builder.create(
             "for", [start, stop, step, *inits], {}, [body_block], [v.type for v in inits]
@@ -568,7 +586,7 @@ class StatementLowering(ExpressionLowering):
                 self.assign(name, self.induction_value(iv, start, step), node)
             self.loop_body(node.body, frame)
             self.builder.create("yield", [
-                self.coerce(self.env[n], v.type, node)
+                self.carry(n, self.env[n], v, node)
                 for n, v in zip(names, body_block.args[len(ivs):])
             ])
         self.parallel_depth -= 1
@@ -592,8 +610,11 @@ class StatementLowering(ExpressionLowering):
                 if kinds.get(name, kind) != kind:
                     self.error(f"'{name}' is reduced with two different operations", stmt)
                 kinds[name] = kind
+        rebound = set(assigned_names(node.body, component_bases=False))
         for name in assigned_names(node.body):
-            if name in targets or not isinstance(self.env.get(name), Value) or self._is_array(name):
+            if name in targets or not isinstance(self.env.get(name), Value) or (
+                self._is_array(name) and name not in rebound
+            ):
                 continue
             for stmt in (s for b in node.body for s in ast.walk(b)):
                 if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and name in (

@@ -52,7 +52,8 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
                        stop_after: str | None = None) -> tuple[Module, list[VariableType]]:
     function, context, results = lower_kernel(fn, variable_types(params), options.debug)
     module = Module(function, {f.name: f for f in context.funcs.values()})
-    run_pipeline(module, PassOptions(debug=options.debug), stop_after=stop_after)
+    run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath),
+                 stop_after=stop_after)
     return module, results
 
 

@@ -228,3 +228,69 @@ def test_conditional_update_in_loop_infers_f32_from_float_start():
 def test_conditional_update_in_loop_with_int_arrays(rng):
     x = nonzero_ints(rng, 50, np.int64)
     assert check(conditional_accumulate_int_start, x) == x[x > 0].sum()
+
+
+# --- array locals ---------------------------------------------------------------------------
+
+
+@kd.kernel
+def ping_pong(a: kd.Array[kd.f32], b: kd.Array[kd.f32], iters: kd.i32):
+    src = a
+    dst = b
+    for _it in range(iters):
+        for i in kd.prange(1, src.shape[0] - 1):
+            dst[i] = 0.5 * (src[i - 1] + src[i + 1]) + 1.0
+        src, dst = dst, src
+    return src
+
+
+def test_array_locals_swapped_in_a_loop(rng):
+    a = rng.uniform(1.0, 2.0, 12).astype(np.float32)
+    b = a.copy()
+    ra, rb = a.copy(), b.copy()
+    result = ping_pong(a, b, 5)
+    expected = ping_pong.python(ra, rb, 5)
+    np.testing.assert_allclose(a, ra, rtol=1e-6)
+    np.testing.assert_allclose(b, rb, rtol=1e-6)
+    assert result is b  # after 5 swaps the last result is in b
+    np.testing.assert_allclose(result, expected, rtol=1e-6)
+
+
+@kd.kernel
+def pick_array(a, b, threshold):
+    for it in range(4):
+        dst = a if it % 2 == 0 else b
+        dst[0] = dst[0] + 7.0
+    if a[0] > threshold:
+        c = a
+    else:
+        c = b
+    c[1] = 5.0
+
+
+def test_array_chosen_by_a_condition(rng):
+    a, b = rng.uniform(1, 2, 3), rng.uniform(1, 2, 3)
+    for threshold in (0.0, 100.0):
+        x, y, px, py = a.copy(), b.copy(), a.copy(), b.copy()
+        pick_array(x, y, threshold)
+        pick_array.python(px, py, threshold)
+        np.testing.assert_array_equal(x, px)
+        np.testing.assert_array_equal(y, py)
+
+
+@kd.kernel
+def array_local_of_two_layouts(a, b):
+    src = a
+    for _it in range(3):
+        src[0] += 1.0
+        src = b
+
+
+def test_array_local_takes_arrays_of_different_layouts(rng):
+    a = rng.uniform(1, 2, 4)
+    b = rng.uniform(1, 2, 8)[::2]
+    pa, pb = a.copy(), b.copy()
+    array_local_of_two_layouts(a, b)
+    array_local_of_two_layouts.python(pa, pb)
+    np.testing.assert_array_equal(a, pa)
+    np.testing.assert_array_equal(b, pb)

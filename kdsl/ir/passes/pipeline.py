@@ -12,14 +12,17 @@ from kdsl.ir.passes import (
     dead_code,
     demote_atomics,
     inline_funcs,
+    share_reciprocals,
     simplify,
     speculate_loads,
+    split_excluded_index,
 )
 
 
 @dataclass(frozen=True)
 class PassOptions:
     debug: bool = False
+    fastmath: bool = True
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,12 @@ PIPELINE: tuple[Pass, ...] = (
     # before anything can delete an access whose value is unused: its check stays
     Pass("bounds-checks", bounds_checks.run, only_in_debug=True),
     Pass("simplify", simplify.run),
+    Pass("share-reciprocals", share_reciprocals.run),
     Pass("cse", cse.run),
     Pass("dce", dead_code.run),
     Pass("demote-atomics", demote_atomics.run),
     Pass("speculate-loads", speculate_loads.run),
+    Pass("split-excluded-index", split_excluded_index.run),
     Pass("cse-late", cse.run),
     Pass("simplify-late", simplify.run),
     Pass("dce-late", dead_code.run),

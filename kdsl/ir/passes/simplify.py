@@ -14,6 +14,7 @@ class _Simplifier:
     def __init__(self) -> None:
         self.constants: dict[Value, Any] = {}
         self.mapping: dict[Value, Value] = {}
+        self.comparisons: dict[Value, tuple[str, tuple[Value, Value]]] = {}
 
     def resolve(self, v: Value) -> Value:
         while v in self.mapping:
@@ -55,6 +56,8 @@ class _Simplifier:
             return None
         if op.name == "if":
             return self.simplify_if(op)
+        if op.name in ("eq", "ne", "lt", "le", "gt", "ge"):
+            self.comparisons[op.result] = (op.name, (op.operands[0], op.operands[1]))
         if op.regions or not op.results or len(op.results) != 1:
             return None
         values = [self.constants.get(v, _NOT_CONSTANT) for v in op.operands]
@@ -106,6 +109,17 @@ class _Simplifier:
                     return self.forward(op, left)
                 if x is False:
                     return self.forward(op, right)
+        if name == "logical_not" and a is not None and a in self.comparisons:
+            compared, (left, right) = self.comparisons[a]
+            inverse = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
+            if not isinstance(left.type, T.ScalarType) or not left.type.is_float or compared in (
+                "eq", "ne"
+            ):  # for floats only eq/ne invert exactly (NaN)
+                flipped = Operation(inverse[compared], [left, right], [T.bool_], {}, None,
+                                    op.location)
+                self.mapping[op.result] = flipped.result
+                self.comparisons[flipped.result] = (inverse[compared], (left, right))
+                return [flipped]
         if name == "select" and values and values[0] is not _NOT_CONSTANT:
             return self.forward(op, op.operands[1] if values[0] else op.operands[2])
         return None
@@ -119,7 +133,7 @@ class _Simplifier:
     def simplify_if(self, op: Operation) -> Any:
         cond = self.constants.get(op.operands[0], _NOT_CONSTANT)
         if cond is _NOT_CONSTANT:
-            return None
+            return self.boolean_if(op)
         region = op.regions[0] if cond else op.regions[1]
         body = region.ops[:-1]
         yielded = region.ops[-1].operands
@@ -128,6 +142,26 @@ class _Simplifier:
             if value in self.constants:
                 self.constants[result] = self.constants[value]
         return body
+
+
+    def boolean_if(self, op: Operation) -> Any:
+        """``if c {yield True} else {yield False}`` is ``c`` (the flag a ``continue``
+        sets); with the yields swapped it is ``not c``."""
+        if len(op.results) != 1 or any(
+            inner.name not in ("constant", "yield") for r in op.regions for inner in r.ops
+        ):
+            return None
+        then_value = self.constants.get(self.resolve(op.regions[0].ops[-1].operands[0]), _NOT_CONSTANT)
+        else_value = self.constants.get(self.resolve(op.regions[1].ops[-1].operands[0]), _NOT_CONSTANT)
+        if then_value is True and else_value is False:
+            self.mapping[op.result] = op.operands[0]
+            return True
+        if then_value is False and else_value is True:
+            negation = Operation("logical_not", [op.operands[0]], [op.result.type], {}, None,
+                                 op.location)
+            self.mapping[op.result] = negation.result
+            return [negation]
+        return None
 
 
 _NOT_CONSTANT = object()

@@ -1,0 +1,96 @@
+"""The kdsl side of every benchmark: kernels written as a kdsl user would write them."""
+
+from __future__ import annotations
+
+import kdsl as kd
+
+# --- 1. saxpy -------------------------------------------------------------------------
+
+
+@kd.kernel
+def saxpy(a: kd.f32, x: kd.Array[kd.f32], y: kd.Array[kd.f32], out: kd.Array[kd.f32]):
+    for i in kd.prange(x.shape[0]):
+        out[i] = a * x[i] + y[i]
+
+
+# --- 2. sum reduction -----------------------------------------------------------------
+
+
+@kd.kernel
+def total(x: kd.Array[kd.f32]) -> kd.f32:
+    s = 0.0
+    for i in kd.prange(x.shape[0]):
+        s += x[i]
+    return s
+
+
+# --- 3. all-pairs n-body (the example at the top of API.md) ---------------------------
+
+
+@kd.func
+def lj(r2: kd.f32) -> kd.f32:
+    inv6 = 1.0 / (r2 * r2 * r2)
+    return 24.0 * inv6 * (2.0 * inv6 - 1.0) / r2
+
+
+@kd.kernel
+def forces(pos: kd.Array[kd.vec3], acc: kd.Array[kd.vec3], cutoff: kd.f32):
+    n = pos.shape[0]
+    for i in kd.prange(n):
+        a = kd.vec3(0.0)
+        for j in range(n):
+            if j == i:
+                continue
+            d = pos[i] - pos[j]
+            r2 = kd.dot(d, d)
+            if r2 < cutoff * cutoff:
+                a += lj(r2) * d
+        acc[i] = a
+
+
+# --- 4. 2-D Jacobi: the whole time loop in one call -----------------------------------
+# Two sweeps per trip (a -> b, then b -> a) rather than swapping the two array locals at
+# the end of each trip: swapping array locals inside a loop is not carried by the loop
+# in kdsl today (see benchmarks/README.md), so `iters` must be even.
+
+
+@kd.kernel
+def jacobi(a: kd.Array[kd.f32, 2], b: kd.Array[kd.f32, 2], iters: kd.i32):
+    nx = a.shape[0]
+    ny = a.shape[1]
+    for _ in range(iters // 2):
+        for i in kd.prange(1, nx - 1):
+            for j in range(1, ny - 1):
+                b[i, j] = 0.25 * (a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1])
+        for i in kd.prange(1, nx - 1):
+            for j in range(1, ny - 1):
+                a[i, j] = 0.25 * (b[i - 1, j] + b[i + 1, j] + b[i, j - 1] + b[i, j + 1])
+
+
+# --- 5. particle-to-grid scatter (the += is atomic inside prange) ---------------------
+
+
+@kd.kernel
+def scatter(
+    px: kd.Array[kd.f32], py: kd.Array[kd.f32], w: kd.Array[kd.f32], grid: kd.Array[kd.f32, 2]
+):
+    nx = grid.shape[0]
+    ny = grid.shape[1]
+    for p in kd.prange(px.shape[0]):
+        ix = int(px[p] * nx)
+        iy = int(py[p] * ny)
+        grid[ix, iy] += w[p]
+
+
+# --- 6. call overhead -----------------------------------------------------------------
+
+
+@kd.kernel
+def trivial(a: kd.Array[kd.f32], b: kd.Array[kd.f32], c: kd.Array[kd.f32]):
+    c[0] = a[0] + b[0]
+
+
+@kd.kernel
+def trivial_parallel(a: kd.Array[kd.f32], b: kd.Array[kd.f32], c: kd.Array[kd.f32]):
+    for i in kd.prange(c.shape[0]):
+        c[i] = a[i] + b[i]

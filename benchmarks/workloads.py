@@ -1,0 +1,365 @@
+"""One function per benchmark: build inputs, run every side once (the warm-up, which also
+compiles), check kdsl against NumPy and Numba, then time each side. Each returns rows."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property, partial
+from pathlib import Path
+
+import kernels_kdsl as kdk
+import kernels_numba as nbk
+import kernels_numpy as npk
+import numpy as np
+from data import LJ_CUTOFF, lattice_positions, rng, uniform
+from harness import Config, Row, Timed, agree, best_of
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class CopyBandwidth:
+    """Bytes/s of a large copy (read + write counted) at the stream size."""
+
+    numpy: float  # np.copyto, one thread
+    numba: float  # a prange copy loop, all threads
+
+    @property
+    def best(self) -> float:
+        return max(self.numpy, self.numba)
+
+
+class Context:
+    """The configuration plus machine facts measured once per run, when first needed."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+
+    @cached_property
+    def copy_bandwidth(self) -> CopyBandwidth:
+        n = self.config.stream_n
+        src = uniform(n, rng())
+        dst = np.empty_like(src)
+        np.copyto(dst, src)
+        nbk.copy(src, dst)
+        times = best_of(
+            {
+                "numpy": Timed(lambda: np.copyto(dst, src)),
+                "numba": Timed(lambda: nbk.copy(src, dst)),
+            },
+            self.config,
+        )
+        moved = 2 * 4 * n
+        return CopyBandwidth(numpy=moved / times["numpy"], numba=moved / times["numba"])
+
+    def copy_bandwidth_if_measured(self) -> CopyBandwidth | None:
+        measured: CopyBandwidth | None = vars(self).get("copy_bandwidth")
+        return measured
+
+
+def _bandwidth_note(ctx: Context, row: Row, moved: int) -> None:
+    copy_bw = ctx.copy_bandwidth.best
+    if row.kdsl is None:
+        return
+    fraction = {side: moved / t / copy_bw for side, t in _times(row).items()}
+    row.notes.append(
+        f"kdsl {moved / row.kdsl / 1e9:.1f} GB/s = {fraction['kdsl']:.2f} of copy BW "
+        f"(numba {fraction['numba']:.2f}, numpy {fraction['numpy']:.2f})"
+    )
+
+
+def _time_row(row: Row, sides: dict[str, Timed], cfg: Config) -> dict[str, float]:
+    """Times every side; the numpy, numba and kdsl ones go into the row."""
+    times = best_of(sides, cfg)
+    for side in ("numpy", "numba", "kdsl"):
+        if side in times:
+            setattr(row, side, times[side])
+    return times
+
+
+def _times(row: Row) -> dict[str, float]:
+    sides = {"numpy": row.numpy, "numba": row.numba, "kdsl": row.kdsl}
+    return {k: v for k, v in sides.items() if v is not None}
+
+
+def _rate_note(row: Row, work: float, unit: str, scale: float) -> None:
+    rates = {side: work / t / scale for side, t in _times(row).items()}
+    row.notes.append(
+        f"kdsl {rates['kdsl']:.2f} {unit} (numba {rates['numba']:.2f}, numpy {rates['numpy']:.2f})"
+    )
+
+
+# --- 1. saxpy -------------------------------------------------------------------------
+
+
+def saxpy(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    n = cfg.stream_n
+    gen = rng()
+    a = np.float32(2.5)
+    x, y = uniform(n, gen), uniform(n, gen)
+    out = {side: np.empty_like(x) for side in ("numpy", "numba", "kdsl")}
+    npk.saxpy(a, x, y, out["numpy"])
+    nbk.saxpy(a, x, y, out["numba"])
+    kdk.saxpy(a, x, y, out["kdsl"])
+    row = Row("saxpy", f"n=2^{n.bit_length() - 1} f32")
+    row.ok = agree("saxpy: kdsl vs numpy", out["kdsl"], out["numpy"], rtol=1e-6, atol=1e-6)
+    row.ok &= agree("saxpy: numba vs numpy", out["numba"], out["numpy"], rtol=1e-6, atol=1e-6)
+    _time_row(
+        row,
+        {
+            "numpy": Timed(lambda: npk.saxpy(a, x, y, out["numpy"])),
+            "numba": Timed(lambda: nbk.saxpy(a, x, y, out["numba"])),
+            "kdsl": Timed(lambda: kdk.saxpy(a, x, y, out["kdsl"])),
+        },
+        cfg,
+    )
+    _bandwidth_note(ctx, row, moved=3 * 4 * n)
+    return [row]
+
+
+# --- 2. sum reduction -----------------------------------------------------------------
+
+
+def reduction(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    n = cfg.stream_n
+    x = uniform(n, rng())
+    exact = float(np.sum(x, dtype=np.float64))
+    row = Row("sum reduction", f"n=2^{n.bit_length() - 1} f32")
+    row.ok = agree("sum: kdsl vs float64 sum", kdk.total(x), exact, rtol=1e-4)
+    row.ok &= agree("sum: numba vs float64 sum", nbk.total(x), exact, rtol=1e-4)
+    row.ok &= agree("sum: numpy vs float64 sum", npk.total(x), exact, rtol=1e-4)
+    _time_row(
+        row,
+        {
+            "numpy": Timed(lambda: npk.total(x)),
+            "numba": Timed(lambda: nbk.total(x)),
+            "kdsl": Timed(lambda: kdk.total(x)),
+        },
+        cfg,
+    )
+    _bandwidth_note(ctx, row, moved=4 * n)
+    return [row]
+
+
+# --- 3. all-pairs n-body --------------------------------------------------------------
+
+
+def nbody(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    n = cfg.nbody_n
+    pos = lattice_positions(n)
+    cutoff = np.float32(LJ_CUTOFF)
+    acc = {side: np.zeros_like(pos) for side in ("numba", "kdsl")}
+    want = npk.forces(pos, cutoff)
+    nbk.forces(pos, acc["numba"], cutoff)
+    kdk.forces(pos, acc["kdsl"], cutoff)
+    atol = 1e-4 * float(np.abs(want).max())
+    row = Row("n-body (LJ, cutoff)", f"N={n} vec3")
+    row.ok = agree("n-body: kdsl vs numpy", acc["kdsl"], want, rtol=1e-3, atol=atol)
+    row.ok &= agree("n-body: kdsl vs numba", acc["kdsl"], acc["numba"], rtol=1e-3, atol=atol)
+    _time_row(
+        row,
+        {
+            "numpy": Timed(lambda: npk.forces(pos, cutoff)),
+            "numba": Timed(lambda: nbk.forces(pos, acc["numba"], cutoff)),
+            "kdsl": Timed(lambda: kdk.forces(pos, acc["kdsl"], cutoff)),
+        },
+        cfg,
+    )
+    _rate_note(row, float(n) * n, "Gpair/s", 1e9)
+    return [row]
+
+
+# --- 4. 2-D Jacobi, whole time loop in one call ---------------------------------------
+
+
+def jacobi(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    n, iters = cfg.jacobi_n, cfg.jacobi_iters
+    assert iters % 2 == 0, "the kernels do two sweeps per trip"
+    start = uniform(n * n, rng()).reshape(n, n)
+    pairs = {side: (start.copy(), start.copy()) for side in ("numpy", "numba", "kdsl")}
+    funcs = {"numpy": npk.jacobi, "numba": nbk.jacobi, "kdsl": kdk.jacobi}
+
+    def reset(side: str) -> None:
+        for arr in pairs[side]:
+            np.copyto(arr, start)
+
+    for side, fn in funcs.items():
+        reset(side)
+        fn(*pairs[side], iters)
+    row = Row("jacobi 2-D (1 call)", f"{n}x{n}, {iters} it")
+    want = pairs["numpy"][0]
+    row.ok = agree("jacobi: kdsl vs numpy", pairs["kdsl"][0], want, rtol=1e-5, atol=1e-6)
+    row.ok &= agree("jacobi: numba vs numpy", pairs["numba"][0], want, rtol=1e-5, atol=1e-6)
+    _time_row(
+        row,
+        {
+            side: Timed(partial(fn, *pairs[side], iters), partial(reset, side))
+            for side, fn in funcs.items()
+        },
+        cfg,
+    )
+    _rate_note(row, float(n - 2) ** 2 * iters, "Gcell/s", 1e9)
+    return [row]
+
+
+# --- 5. particle-to-grid scatter ------------------------------------------------------
+
+
+def scatter(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    n, g = cfg.particles, cfg.grid_n
+    gen = rng()
+    px, py, w = uniform(n, gen), uniform(n, gen), uniform(n, gen)
+    funcs = {
+        "numpy": npk.scatter,
+        "numba": nbk.scatter,
+        "numba serial": nbk.scatter_serial,
+        "kdsl": kdk.scatter,
+    }
+    grids = {side: np.zeros((g, g), np.float32) for side in funcs}
+    for side, fn in funcs.items():
+        fn(px, py, w, grids[side])
+    row = Row("p2g scatter (atomic +=)", f"{n:.0e} -> {g}x{g}".replace("e+0", "e"))
+    want = grids["numpy"]
+    atol = 1e-5 * float(want.max())
+    for side in ("kdsl", "numba", "numba serial"):
+        row.ok &= agree(f"scatter: {side} vs numpy", grids[side], want, rtol=1e-5, atol=atol)
+    times = _time_row(
+        row,
+        {
+            side: Timed(partial(fn, px, py, w, grids[side]), partial(grids[side].fill, 0.0))
+            for side, fn in funcs.items()
+        },
+        cfg,
+    )
+    row.notes.append(
+        f"numba = per-thread grids; numba serial {times['numba serial'] * 1e3:.2f} ms "
+        f"(ratio {times['numba serial'] / times['kdsl']:.2f}x); numpy = np.add.at"
+    )
+    return [row]
+
+
+# --- 6. call overhead -----------------------------------------------------------------
+
+
+def _call_repeatedly(
+    fn: Callable[..., object], a: np.ndarray, b: np.ndarray, c: np.ndarray, calls: int
+) -> None:
+    for _ in range(calls):
+        fn(a, b, c)
+
+
+def call_overhead(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    a, b = np.ones(16, np.float32), np.full(16, 2.0, np.float32)
+    rows = []
+    cases = [
+        ("call overhead (serial)", npk.trivial, nbk.trivial, kdk.trivial, "numba = njit"),
+        (
+            "call overhead (prange)",
+            npk.trivial,
+            nbk.trivial_parallel,
+            kdk.trivial_parallel,
+            "prange over 16 elems; numba = njit(parallel=True)",
+        ),
+    ]
+    for name, np_fn, nb_fn, kd_fn, note in cases:
+        c = {side: np.zeros(16, np.float32) for side in ("numpy", "numba", "kdsl")}
+        np_fn(a, b, c["numpy"])
+        nb_fn(a, b, c["numba"])
+        kd_fn(a, b, c["kdsl"])
+        row = Row(name, "3 arrays x 16 f32")
+        row.ok = agree(f"{name}: kdsl", c["kdsl"][0], c["numpy"][0], rtol=0.0)
+        sides = {
+            side: Timed(partial(_call_repeatedly, fn, a, b, c[side], cfg.calls))
+            for side, fn in (("numpy", np_fn), ("numba", nb_fn), ("kdsl", kd_fn))
+        }
+        for side, t in best_of(sides, cfg).items():
+            setattr(row, side, t / cfg.calls)
+        row.notes.append(f"per call; numpy = np.add(a, b, out=c); {note}")
+        rows.append(row)
+    return rows
+
+
+# --- 7. compile time and import time, each in a fresh process -------------------------
+
+
+def _probe(library: str, n: int, cache_dir: str) -> dict[str, float]:
+    env = dict(os.environ, KDSL_CACHE_DIR=cache_dir, NUMBA_CACHE_DIR=cache_dir)
+    env.pop("KDSL_CACHE", None)
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "compile_probe.py"), library, str(n)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{library} compile probe failed:\n{proc.stderr[-2000:]}")
+    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _cold_and_warm(library: str, n: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Two fresh processes sharing a new, empty cache directory."""
+    with tempfile.TemporaryDirectory(prefix=f"bench-{library}-cache-") as cache_dir:
+        cold = _probe(library, n, cache_dir)
+        warm = _probe(library, n, cache_dir)
+    cold["compile"] = cold["first_call"] - cold["run"]
+    warm["load"] = warm["first_call"] - warm["run"]
+    return cold, warm
+
+
+def _best(probes: list[dict[str, float]], key: str) -> float:
+    return min(p[key] for p in probes)
+
+
+def compile_time(ctx: Context) -> list[Row]:
+    n = ctx.config.nbody_n
+    repeats = ctx.config.probes
+    numpy_imports = [_probe("numpy", n, tempfile.gettempdir()) for _ in range(repeats)]
+    cold: dict[str, list[dict[str, float]]] = {"numba": [], "kdsl": []}
+    warm: dict[str, list[dict[str, float]]] = {"numba": [], "kdsl": []}
+    for _ in range(repeats):
+        for library in ("numba", "kdsl"):
+            c, w = _cold_and_warm(library, n)
+            cold[library].append(c)
+            warm[library].append(w)
+
+    imports = Row("import (fresh process)", "", notes=["numba and kdsl include numpy"])
+    imports.numpy = _best(numpy_imports, "import")
+    imports.numba = _best(cold["numba"] + warm["numba"], "import")
+    imports.kdsl = _best(cold["kdsl"] + warm["kdsl"], "import")
+
+    compile_row = Row("n-body compile, cold cache", f"N={n}")
+    compile_row.numba = _best(cold["numba"], "compile")
+    compile_row.kdsl = _best(cold["kdsl"], "compile")
+    compile_row.notes.append(
+        f"first call minus run; kdsl first call {_best(cold['kdsl'], 'first_call') * 1e3:.1f} ms"
+        f", run {_best(cold['kdsl'], 'run') * 1e3:.1f} ms"
+    )
+
+    warm_row = Row("n-body 1st call, warm cache", f"N={n}")
+    warm_row.numba = _best(warm["numba"], "first_call")
+    warm_row.kdsl = _best(warm["kdsl"], "first_call")
+    warm_row.notes.append(
+        f"whole first call; minus run: kdsl {_best(warm['kdsl'], 'load') * 1e3:.1f} ms, "
+        f"numba {_best(warm['numba'], 'load') * 1e3:.1f} ms"
+    )
+
+    for label, probes in (("cold", cold["kdsl"]), ("warm", warm["kdsl"])):
+        if any(p["max_abs_diff"] > 1e-3 * p["max_abs"] for p in probes):
+            print(f"FAIL compile probe ({label} cache): kdsl n-body forces differ from numpy")
+            compile_row.ok = warm_row.ok = False
+    return [imports, compile_row, warm_row]

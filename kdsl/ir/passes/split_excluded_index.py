@@ -1,0 +1,113 @@
+"""Index-set splitting: a serial loop whose whole body is guarded by ``j != x`` (``x``
+invariant in the loop) becomes two loops, ``[start, x)`` and ``[x + 1, stop)``, without
+the guard.
+
+This is the all-pairs pattern ``for j in range(n): if j == i: continue``: the per-element
+comparison and the select it feeds disappear from the vectorised loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdsl import types as T
+from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.rewrite import clone_block, has_side_effects, remap_operands
+
+
+def _constant(op: Operation | None, value: Any) -> bool:
+    return op is not None and op.name == "constant" and op.attrs["value"] == value
+
+
+class _Splitter:
+    def __init__(self, module: Module) -> None:
+        self.body = module.kernel.body
+        self.definitions = {r: op for op in self.body.walk() for r in op.results}
+        self.mapping: dict[Value, Value] = {}
+
+    def visit(self, block: Block) -> None:
+        out: list[Operation] = []
+        for op in block.ops:
+            for region in op.regions:
+                self.visit(region)
+            replacement = self.split(op) if op.name == "for" else None
+            out.extend(replacement if replacement is not None else [op])
+        block.ops = out
+        for op in out:
+            op.parent = block
+
+    def _guard(self, loop: Operation) -> tuple[Operation, Operation, Value] | None:
+        """The ``if j != x`` guarding the whole body, its comparison, and ``x``."""
+        body = loop.regions[0]
+        iv, carried = body.args[0], body.args[1:]
+        terminator = body.ops[-1]
+        guards = [op for op in body.ops if op.name == "if" and op.results
+                  and list(terminator.operands) == list(op.results)]
+        if len(guards) != 1 or not carried:
+            return None
+        guard = guards[0]
+        if list(guard.regions[1].ops[-1].operands) != list(carried) or len(guard.regions[1].ops) != 1:
+            return None
+        compare = self.definitions.get(guard.operands[0])
+        if compare is None or compare.name != "ne" or compare not in body.ops:
+            return None
+        left, right = compare.operands
+        excluded = right if left is iv else left if right is iv else None
+        inside = {r for op in loop.walk() for r in op.results} | set(body.args)
+        if excluded is None or excluded in inside:
+            return None
+        for op in body.ops:
+            if op not in (guard, compare, terminator) and op.name != "array_load" and has_side_effects(op):
+                return None
+        return guard, compare, excluded
+
+    def split(self, loop: Operation) -> list[Operation] | None:
+        start, stop, step = loop.operands[:3]
+        if not _constant(self.definitions.get(step), 1):
+            return None
+        found = self._guard(loop)
+        if found is None:
+            return None
+        guard, _, excluded = found
+        location = loop.location
+
+        def make(name: str, operands: list[Value], **attrs: Any) -> Operation:
+            result_type = attrs.get("type", operands[0].type if operands else T.i64)
+            return Operation(name, operands, [result_type], attrs, None, location)
+
+        one = make("constant", [], value=1, type=T.i64)
+        lower = make("max", [excluded, start])
+        first_stop = make("min", [lower.result, stop])
+        after = make("add", [excluded, one.result])
+        lower_after = make("max", [after.result, start])
+        second_start = make("min", [lower_after.result, stop])
+        inits = loop.operands[3:]
+        first = self._loop(loop, guard, start, first_stop.result, step, list(inits))
+        second = self._loop(loop, guard, second_start.result, stop, step, list(first.results))
+        for old, new in zip(loop.results, second.results):
+            self.mapping[old] = new
+        return [one, lower, first_stop, after, lower_after, second_start, first, second]
+
+    def _loop(self, loop: Operation, guard: Operation, start: Value, stop: Value, step: Value,
+              inits: list[Value]) -> Operation:
+        mapping: dict[Value, Value] = {}
+        body = clone_block(loop.regions[0], mapping)
+        position = loop.regions[0].ops.index(guard)
+        cloned_guard = body.ops[position]
+        then_region = cloned_guard.regions[0]
+        yielded = then_region.ops[-1].operands
+        body.ops[position:position + 1] = then_region.ops[:-1]
+        local = dict(zip(cloned_guard.results, yielded))
+        for op in body.walk():
+            op.operands = [local.get(v, v) for v in op.operands]
+        new = Operation("for", [start, stop, step, *inits], [r.type for r in loop.results], {},
+                        [body], loop.location)
+        for old, fresh in zip(loop.results, new.results):
+            fresh.name_hint = old.name_hint
+        return new
+
+
+def run(module: Module, options: Any = None) -> None:
+    splitter = _Splitter(module)
+    splitter.visit(module.kernel.body)
+    remap_operands(module.kernel.body, splitter.mapping)
