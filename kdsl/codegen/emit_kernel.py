@@ -30,13 +30,13 @@ from kdsl.codegen.llvm_types import (
     unflatten,
     void,
 )
+from kdsl.codegen.parallel import ParallelLoops
 from kdsl.codegen.runtime_hooks import RuntimeHooks
 from kdsl.codegen.scalar_ops import ScalarEmitter
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.location import SourceLocation
 from kdsl.ir.ops import COMPARISONS, Trait, lookup
 
-MAX_THREADS = 256
 STATUS_SLOTS = 4  # error code, site, index, size; return values follow
 
 
@@ -69,24 +69,6 @@ class EmittedKernel:
     allocates: bool = False
 
 
-def _free_values(block: Block) -> list[Value]:
-    defined: set[Value] = set()
-    used: dict[Value, None] = {}
-
-    def visit(b: Block) -> None:
-        defined.update(b.args)
-        for op in b.ops:
-            for v in op.operands:
-                if v not in defined:
-                    used.setdefault(v, None)
-            for r in op.regions:
-                visit(r)
-            defined.update(op.results)
-
-    visit(block)
-    return [v for v in used if v not in defined]
-
-
 SPECULATION_LIMIT = 48
 
 
@@ -103,7 +85,7 @@ def _speculatable(op: Operation) -> bool:
     return count <= SPECULATION_LIMIT
 
 
-class KernelEmitter:
+class KernelEmitter(ParallelLoops):
     """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
 
     def __init__(self, kernel: Function, options: CodegenOptions, module_name: str) -> None:
@@ -114,6 +96,8 @@ class KernelEmitter:
         self.values: dict[Value, Repr] = {}
         self.sites: list[Site] = []
         self.in_parallel = False
+        self.private_copies: dict[Value, tuple[ir.Value, ArrayView]] = {}
+        self.single_thread: ir.Value | None = None  # in a parallel region: team size is 1
         self.allocates = False
         self.region_count = 0
         self.status: ir.Value = None  # type: ignore[assignment]
@@ -407,6 +391,38 @@ class KernelEmitter:
     }
 
     def emit_atomic_rmw(self, op: Operation) -> list[Repr]:
+        if self.single_thread is None:  # outside parallel regions updates need no atomics
+            return [self._plain_update(op)]
+        # a team of one thread (kd.set_num_threads(1)) needs no atomics either
+        with self.b.if_else(self.single_thread) as (alone, shared):
+            with alone:
+                plain = self._plain_update(op)
+                plain_end = self.b.block
+            with shared:
+                private = self._private_update(op, lambda: self._atomic(op))
+                atomic = private[0] if private is not None else self._atomic(op)
+                atomic_end = self.b.block
+        merged = []
+        for p, a in zip(flatten(plain), flatten(atomic)):
+            phi = self.b.phi(p.type)
+            phi.add_incoming(p, plain_end)
+            phi.add_incoming(a, atomic_end)
+            merged.append(phi)
+        return [unflatten(op.result.type, merged)]
+
+    def _plain_update(self, op: Operation) -> Repr:
+        """The update as a load, an operation and a store; returns the old value."""
+        pointers = self._element_pointers(op, op.operands[1:-1])
+        scalar_t = T.element_scalar(op.operands[-1].type)
+        method = getattr(self.scalar, f"op_{op.attrs['kind']}")
+        olds = []
+        for p, v in zip(pointers, flatten(self.values[op.operands[-1]])):
+            old = self.b.load(p)
+            self.b.store(method(scalar_t, old, v), p)
+            olds.append(old)
+        return unflatten(op.result.type, olds)
+
+    def _atomic(self, op: Operation) -> Repr:
         pointers = self._element_pointers(op, op.operands[1:-1])
         value = self.values[op.operands[-1]]
         scalar_t = T.element_scalar(op.operands[-1].type)
@@ -417,7 +433,7 @@ class KernelEmitter:
         llvm_op = self._ATOMIC[(kind, family)]
         parts = value if isinstance(value, list) else [value]
         olds = [self.b.atomic_rmw(llvm_op, p, v, "monotonic") for p, v in zip(pointers, parts)]
-        return [olds[0] if isinstance(op.result.type, T.ScalarType) else olds]
+        return olds[0] if isinstance(op.result.type, T.ScalarType) else olds
 
     # --- control flow ------------------------------------------------------------------
 
@@ -542,183 +558,9 @@ class KernelEmitter:
         self.b.position_at_end(exit_bb)
         return carried
 
-    # --- parallel loops ------------------------------------------------------------
-
-    def _identity(self, kind: str, t: Any) -> Repr:
-        scalar_t = T.element_scalar(t)
-        if kind == "add":
-            value: Any = 0
-        elif kind == "mul":
-            value = 1
-        elif scalar_t.is_float:
-            value = float("inf") if kind == "min" else float("-inf")
-        elif scalar_t.is_signed:
-            value = 2 ** (scalar_t.bits - 1) - 1 if kind == "min" else -(2 ** (scalar_t.bits - 1))
-        else:
-            value = 2**scalar_t.bits - 1 if kind == "min" else 0
-        c = self.scalar.const(scalar_t, value)
-        return c if isinstance(t, T.ScalarType) else [c] * t.count
-
-    def _combine(self, kind: str, t: Any, a: Repr, b: Repr) -> Repr:
-        scalar_t = T.element_scalar(t)
-        method = getattr(self.scalar, f"op_{kind}")
-        if isinstance(t, T.ScalarType):
-            return method(scalar_t, a, b)
-        return [method(scalar_t, x, y) for x, y in zip(a, b)]
-
-    def emit_parallel_for(self, op: Operation) -> list[Repr]:
-        if self.in_parallel:
-            return self._serial_parallel_for(op)
-        return self._outlined_parallel_for(op)
-
-    def _nested_loops(self, extents: list[ir.Value], lower: ir.Value, upper: ir.Value,
-                      accs: list[Repr], types: list[Any], body: Block) -> list[Repr]:
-        """Loops over axis 0 in [lower, upper) and the other axes in full, carrying accs."""
-        ndim = len(extents)
-        one = ir.Constant(i64, 1)
-        zero = ir.Constant(i64, 0)
-
-        def level(axis: int, ivs: list[ir.Value], carried: list[Repr]) -> list[Repr]:
-            start, stop = (lower, upper) if axis == 0 else (zero, extents[axis])
-
-            def inner(iv: ir.Value, c: list[Repr]) -> list[Repr]:
-                if axis + 1 < ndim:
-                    return level(axis + 1, ivs + [iv], c)
-                return self._run_body(body, ivs + [iv] + c)
-
-            return self._counted_loop(start, stop, one, carried, types, inner)
-
-        return level(0, [], accs)
-
-    def _serial_parallel_for(self, op: Operation) -> list[Repr]:
-        ndim = op.attrs["ndim"]
-        extents = [self.values[v] for v in op.operands[:ndim]]
-        inits = [self.values[v] for v in op.operands[ndim:]]
-        types = [r.type for r in op.results]
-        return self._nested_loops(extents, ir.Constant(i64, 0), extents[0], inits, types,
-                                  op.regions[0])
-
     def _entry_alloca(self, t: ir.Type, count: int = 1) -> ir.Value:
         builder, _ = self.alloca_builders[self.b.function]
         return builder.alloca(t, size=count) if count != 1 else builder.alloca(t)
-
-    def _outlined_parallel_for(self, op: Operation) -> list[Repr]:
-        ndim = op.attrs["ndim"]
-        kinds = op.attrs["reductions"]
-        body = op.regions[0]
-        extents = [self.values[v] for v in op.operands[:ndim]]
-        inits = [self.values[v] for v in op.operands[ndim:]]
-        types = [r.type for r in op.results]
-        free = [v for v in _free_values(body) if v not in op.operands[:ndim]]
-        # the context: status, extents, captured values, one partials buffer per reduction
-        fields: list[ir.Value] = [self.status, *extents]
-        for v in free:
-            fields.extend(flatten(self.values[v]))
-        partials = []
-        for t in types:
-            lt = flat_types(t)[0]
-            buffer = self._entry_alloca(lt, MAX_THREADS * len(flat_types(t)))
-            partials.append(buffer)
-            fields.append(buffer)
-        # constants (such as a contiguous array's strides) stay constants in the region
-        passed = [f for f in fields if not isinstance(f, ir.Constant)]
-        struct_t = ir.LiteralStructType([f.type for f in passed])
-        ctx = self._entry_alloca(struct_t)
-        for k, f in enumerate(passed):
-            self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
-        outlined = self._emit_outlined(body, struct_t, fields, ndim, free, types, kinds)
-        requested = self.b.load(self.hooks.load(self.b, "requested_threads"))
-        nthreads = self.scalar.op_min(T.i32, self.scalar.op_max(T.i32, requested, ir.Constant(i32, 1)),
-                                      ir.Constant(i32, MAX_THREADS))
-        # every partial starts at the identity, for threads the runtime does not start
-        for t, kind, buffer in zip(types, kinds, partials):
-            width = len(flat_types(t))
-            identity = flatten(self._identity(kind, t))
-
-            def fill(tid: ir.Value, carried: list[Repr], buffer: Any = buffer, width: int = width,
-                     identity: list = identity) -> list[Repr]:
-                for c in range(width):
-                    slot = self.b.add(self.b.mul(tid, ir.Constant(i64, width)), ir.Constant(i64, c))
-                    self.b.store(identity[c], self.b.gep(buffer, [slot]))
-                return []
-
-            self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64), ir.Constant(i64, 1),
-                               [], [], fill)
-        ctx_ptr = self.b.bitcast(ctx, i8_ptr)
-        fn = self.b.function
-        serial_bb = fn.append_basic_block("parallel.serial")
-        team_bb = fn.append_basic_block("parallel.team")
-        done_bb = fn.append_basic_block("parallel.done")
-        self.b.cbranch(self.b.icmp_signed("<=", nthreads, ir.Constant(i32, 1)), serial_bb, team_bb)
-        self.b.position_at_end(serial_bb)
-        self.b.call(outlined, [ctx_ptr])
-        self.b.branch(done_bb)
-        self.b.position_at_end(team_bb)
-        run_team = self.hooks.load(self.b, "parallel")
-        self.b.call(run_team, [outlined, ctx_ptr, nthreads, ir.Constant(i32, 0)])
-        self.b.branch(done_bb)
-        self.b.position_at_end(done_bb)
-        results = []
-        for t, kind, init, buffer in zip(types, kinds, inits, partials):
-            width = len(flat_types(t))
-
-            def combine(tid: ir.Value, carried: list[Repr], buffer: Any = buffer, width: int = width,
-                        t: Any = t, kind: str = kind) -> list[Repr]:
-                parts = []
-                for c in range(width):
-                    slot = self.b.add(self.b.mul(tid, ir.Constant(i64, width)), ir.Constant(i64, c))
-                    parts.append(self.b.load(self.b.gep(buffer, [slot])))
-                return [self._combine(kind, t, carried[0], unflatten(t, parts))]
-
-            (total,) = self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64),
-                                          ir.Constant(i64, 1), [init], [t], combine)
-            results.append(total)
-        return results
-
-    def _emit_outlined(self, body: Block, struct_t: ir.LiteralStructType, fields: list[ir.Value],
-                       ndim: int, free: list[Value], types: list[Any],
-                       kinds: tuple[str, ...]) -> ir.Function:
-        self.region_count += 1
-        name = f"{self.kernel.name}.parallel.{self.region_count}"
-        fn = ir.Function(self.module, ir.FunctionType(void, [i8_ptr]), name)
-        fn.linkage = "internal"
-        saved = (self.scalar.builder, self.status, dict(self.values), self.in_parallel)
-        self._start_function(fn)
-        self.in_parallel = True
-        ctx = self.b.bitcast(fn.args[0], struct_t.as_pointer())
-        loaded = []
-        slot = 0
-        for f in fields:
-            if isinstance(f, ir.Constant):
-                loaded.append(f)
-                continue
-            pointer = self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, slot)])
-            loaded.append(self.b.load(pointer))
-            slot += 1
-        self.status = loaded[0]
-        extents = loaded[1:1 + ndim]
-        position = 1 + ndim
-        for v in free:
-            width = len(flat_types(v.type))
-            self.values[v] = unflatten(v.type, loaded[position:position + width])
-            position += width
-        partials = loaded[position:]
-        tid = self.b.sext(self.b.call(self.hooks.load(self.b, "thread_num"), []), i64)
-        team = self.b.sext(self.b.call(self.hooks.load(self.b, "num_threads"), []), i64)
-        chunk = self.b.sdiv(self.b.sub(self.b.add(extents[0], team), ir.Constant(i64, 1)), team)
-        lower = self.scalar.op_min(T.i64, self.b.mul(tid, chunk), extents[0])
-        upper = self.scalar.op_min(T.i64, self.b.add(lower, chunk), extents[0])
-        accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
-        finals = self._nested_loops(extents, lower, upper, accs, types, body)
-        for final, buffer in zip(finals, partials):
-            parts = flatten(final)
-            for c, part in enumerate(parts):
-                slot = self.b.add(self.b.mul(tid, ir.Constant(i64, len(parts))), ir.Constant(i64, c))
-                self.b.store(part, self.b.gep(buffer, [slot]))
-        self.b.ret_void()
-        self._finish_function(fn)
-        self.scalar.builder, self.status, self.values, self.in_parallel = saved
-        return fn
 
     # --- effects -------------------------------------------------------------------
 

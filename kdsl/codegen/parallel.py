@@ -1,0 +1,411 @@
+"""Parallel loops on the CPU.
+
+A top-level ``parallel_for`` is outlined into a function of one ``i8*`` context argument
+and run on a team of threads (``GOMP_parallel`` through the runtime hooks); each thread
+takes a contiguous chunk of the outermost axis. Reductions keep one partial per thread,
+combined in thread order afterwards. A parallel loop inside another runs serially.
+
+Scatter privatisation: an array that the region only updates with ``+=``/``-=`` (atomics
+whose old value is unused) gets a zeroed private copy per thread when it is small next to
+the number of iterations; threads update their copy without atomics and the copies are
+added into the array after the region. Contended atomic adds on a small grid (a
+particle-to-grid scatter, a histogram) otherwise serialise the threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from llvmlite import ir
+
+from kdsl import types as T
+from kdsl.codegen.llvm_types import (
+    ArrayView,
+    Repr,
+    flat_types,
+    flatten,
+    i8_ptr,
+    i32,
+    i64,
+    unflatten,
+    void,
+)
+from kdsl.ir.core import Block, Operation, Value
+
+MAX_THREADS = 256
+PRIVATE_COPY_LIMIT = 1 << 22  # elements; larger scatter targets stay atomic
+PRIVATE_COPY_RATIO = 4  # privatise when iterations >= RATIO * elements
+
+
+def free_values(block: Block) -> list[Value]:
+    """Values used in ``block`` (and its regions) but defined outside it, in first-use order."""
+    defined: set[Value] = set()
+    used: dict[Value, None] = {}
+
+    def visit(b: Block) -> None:
+        defined.update(b.args)
+        for op in b.ops:
+            for v in op.operands:
+                if v not in defined:
+                    used.setdefault(v, None)
+            for r in op.regions:
+                visit(r)
+            defined.update(op.results)
+
+    visit(block)
+    return [v for v in used if v not in defined]
+
+
+def scatter_targets(body: Block, free: list[Value]) -> list[Value]:
+    """Arrays the region only updates with ``+=``/``-=`` whose old values are unused."""
+    used = {v for op in body.walk() for v in op.operands}
+    targets = []
+    for array in free:
+        if not isinstance(array.type, T.ArrayType) or T.element_scalar(array.type.dtype).is_bool:
+            continue
+        uses = [op for op in body.walk() if array in op.operands]
+        if uses and all(
+            op.name == "array_dim" or (
+                op.name == "atomic_rmw" and op.operands[0] is array
+                and array not in op.operands[1:] and op.attrs["kind"] in ("add", "sub")
+                and op.result not in used
+            )
+            for op in uses
+        ) and any(op.name == "atomic_rmw" for op in uses):
+            targets.append(array)
+    return targets
+
+
+class ParallelLoops:
+    """The parallel-loop part of the kernel emitter (mixed into KernelEmitter, whose
+    builder, values and helpers it uses)."""
+
+    # state owned by KernelEmitter
+    values: dict[Value, Repr]
+    private_copies: dict[Value, tuple[ir.Value, ArrayView]]
+    status: ir.Value
+    in_parallel: bool
+    region_count: int
+    single_thread: ir.Value | None
+
+    if TYPE_CHECKING:
+        def __getattr__(self, name: str) -> Any: ...
+
+    def emit_parallel_for(self, op: Operation) -> list[Repr]:
+        if self.in_parallel:
+            return self._serial_parallel_for(op)
+        return self._outlined_parallel_for(op)
+
+    # --- reductions -------------------------------------------------------------------
+
+    def _identity(self, kind: str, t: Any) -> Repr:
+        scalar_t = T.element_scalar(t)
+        if kind == "add":
+            value: Any = 0
+        elif kind == "mul":
+            value = 1
+        elif scalar_t.is_float:
+            value = float("inf") if kind == "min" else float("-inf")
+        elif scalar_t.is_signed:
+            value = 2 ** (scalar_t.bits - 1) - 1 if kind == "min" else -(2 ** (scalar_t.bits - 1))
+        else:
+            value = 2**scalar_t.bits - 1 if kind == "min" else 0
+        c = self.scalar.const(scalar_t, value)
+        return c if isinstance(t, T.ScalarType) else [c] * t.count
+
+    def _combine(self, kind: str, t: Any, a: Repr, b: Repr) -> Repr:
+        scalar_t = T.element_scalar(t)
+        method = getattr(self.scalar, f"op_{kind}")
+        if isinstance(t, T.ScalarType):
+            return method(scalar_t, a, b)
+        return [method(scalar_t, x, y) for x, y in zip(a, b)]
+
+    # --- loops --------------------------------------------------------------------------
+
+    def _nested_loops(self, extents: list[ir.Value], lower: ir.Value,
+                      upper: ir.Value, accs: list[Repr], types: list[Any],
+                      body: Block) -> list[Repr]:
+        """Loops over axis 0 in [lower, upper) and the other axes in full, carrying accs."""
+        ndim = len(extents)
+        one = ir.Constant(i64, 1)
+        zero = ir.Constant(i64, 0)
+
+        def level(axis: int, ivs: list[ir.Value], carried: list[Repr]) -> list[Repr]:
+            start, stop = (lower, upper) if axis == 0 else (zero, extents[axis])
+
+            def inner(iv: ir.Value, c: list[Repr]) -> list[Repr]:
+                if axis + 1 < ndim:
+                    return level(axis + 1, ivs + [iv], c)
+                return self._run_body(body, ivs + [iv] + c)
+
+            return self._counted_loop(start, stop, one, carried, types, inner)
+
+        return level(0, [], accs)
+
+    def _serial_parallel_for(self, op: Operation) -> list[Repr]:
+        ndim = op.attrs["ndim"]
+        extents = [self.values[v] for v in op.operands[:ndim]]
+        inits = [self.values[v] for v in op.operands[ndim:]]
+        types = [r.type for r in op.results]
+        return self._nested_loops(extents, ir.Constant(i64, 0), extents[0], inits, types,
+                                  op.regions[0])
+
+    def _for_each_element(self, shape: list[ir.Value],
+                          body: Callable[[list[ir.Value]], None]) -> None:
+        def level(axis: int, index: list[ir.Value]) -> None:
+            def inner(iv: ir.Value, carried: list[Repr]) -> list[Repr]:
+                if axis + 1 < len(shape):
+                    level(axis + 1, index + [iv])
+                else:
+                    body(index + [iv])
+                return []
+
+            self._counted_loop(ir.Constant(i64, 0), shape[axis], ir.Constant(i64, 1), [], [], inner)
+
+        level(0, [])
+
+    def _pointer(self, view: ArrayView, index: list[ir.Value], t: ir.Type) -> ir.Value:
+        offset: ir.Value = ir.Constant(i64, 0)
+        for k, i in enumerate(index):
+            offset = self.b.add(offset, self.b.mul(i, view.strides[k]))
+        return self.b.bitcast(self.b.gep(view.data, [offset]), t.as_pointer())
+
+    # --- outlining ------------------------------------------------------------------
+
+    def _thread_count(self) -> ir.Value:
+        requested = self.b.load(self.hooks.load(self.b, "requested_threads"))
+        at_least_one = self.scalar.op_max(T.i32, requested, ir.Constant(i32, 1))
+        return self.scalar.op_min(T.i32, at_least_one, ir.Constant(i32, MAX_THREADS))
+
+    def _private_copies(self, targets: list[Value], extents: list[ir.Value],
+                        nthreads: ir.Value) -> list[tuple[ir.Value, ir.Value]]:
+        """(buffer, element count) per scatter target; the buffer is null when not worth it."""
+        iterations: ir.Value = ir.Constant(i64, 1)
+        for e in extents:
+            iterations = self.b.mul(iterations, e)
+        threads = self.b.zext(nthreads, i64)
+        copies = []
+        for array in targets:
+            view: ArrayView = self.values[array]
+            total: ir.Value = ir.Constant(i64, 1)
+            for size in view.shape:
+                total = self.b.mul(total, size)
+            worth = self.b.and_(
+                self.b.icmp_signed(">", threads, ir.Constant(i64, 1)),
+                self.b.and_(
+                    self.b.icmp_signed("<=", self.b.mul(total, ir.Constant(i64, PRIVATE_COPY_RATIO)),
+                                       iterations),
+                    self.b.icmp_signed("<=", total, ir.Constant(i64, PRIVATE_COPY_LIMIT)),
+                ),
+            )
+            before = self.b.block
+            with self.b.if_then(worth):
+                shape = self._entry_alloca(i64, 2)
+                self.b.store(threads, self.b.gep(shape, [ir.Constant(i64, 0)]))
+                self.b.store(total, self.b.gep(shape, [ir.Constant(i64, 1)]))
+                scalar_t = T.element_scalar(array.type.dtype)
+                allocated = self.b.call(self.hooks.load(self.b, "allocate"), [
+                    self.b.ptrtoint(self.status, i64),
+                    ir.Constant(i32, T.SCALAR_TYPES.index(scalar_t)), ir.Constant(i32, 2), shape,
+                    ir.Constant(i32, 1), ir.Constant(ir.DoubleType(), 0.0),
+                ])
+                inside = self.b.block
+            buffer = self.b.phi(i8_ptr)
+            buffer.add_incoming(ir.Constant(i8_ptr, None), before)
+            buffer.add_incoming(allocated, inside)
+            copies.append((buffer, total))
+        return copies
+
+    def _add_private_copies(self, targets: list[Value],
+                            copies: list[tuple[ir.Value, ir.Value]], nthreads: ir.Value) -> None:
+        for array, (buffer, total) in zip(targets, copies):
+            view: ArrayView = self.values[array]
+            scalar_t = T.element_scalar(array.type.dtype)
+            lt = flat_types(scalar_t)[0]
+            used = self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
+            with self.b.if_then(used):
+                def per_thread(tid: ir.Value, carried: list[Repr], view: ArrayView = view,
+                               buffer: ir.Value = buffer, total: ir.Value = total,
+                               lt: ir.Type = lt, scalar_t: T.ScalarType = scalar_t) -> list[Repr]:
+                    private = self._private_view(view, buffer, tid, total, scalar_t)
+
+                    def add(index: list[ir.Value]) -> None:
+                        target = self._pointer(view, index, lt)
+                        mine = self._pointer(private, index, lt)
+                        total_value = self.scalar.op_add(scalar_t, self.b.load(target), self.b.load(mine))
+                        self.b.store(total_value, target)
+
+                    self._for_each_element(view.shape, add)
+                    return []
+
+                self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64),
+                                   ir.Constant(i64, 1), [], [], per_thread)
+
+    def _private_view(self, view: ArrayView, buffer: ir.Value, tid: ir.Value,
+                      total: ir.Value, scalar_t: T.ScalarType) -> ArrayView:
+        """Thread ``tid``'s contiguous copy of an array with ``view``'s shape."""
+        itemsize = ir.Constant(i64, scalar_t.itemsize)
+        data = self.b.gep(buffer, [self.b.mul(self.b.mul(tid, total), itemsize)])
+        strides: list[ir.Value] = [itemsize]
+        for size in reversed(view.shape[1:]):
+            strides.insert(0, self.b.mul(strides[0], size))
+        return ArrayView(data, list(view.shape), strides)
+
+    def _outlined_parallel_for(self, op: Operation) -> list[Repr]:
+        ndim = op.attrs["ndim"]
+        kinds = op.attrs["reductions"]
+        body = op.regions[0]
+        extents = [self.values[v] for v in op.operands[:ndim]]
+        inits = [self.values[v] for v in op.operands[ndim:]]
+        types = [r.type for r in op.results]
+        free = [v for v in free_values(body) if v not in op.operands[:ndim]]
+        nthreads = self._thread_count()
+        targets = scatter_targets(body, free)
+        copies = self._private_copies(targets, extents, nthreads)
+        # the context: status, extents, captured values, private copies, reduction partials
+        fields: list[ir.Value] = [self.status, *extents]
+        for v in free:
+            fields.extend(flatten(self.values[v]))
+        for buffer, total in copies:
+            fields.extend([buffer, total])
+        partials = []
+        for t in types:
+            lt = flat_types(t)[0]
+            buffer = self._entry_alloca(lt, MAX_THREADS * len(flat_types(t)))
+            partials.append(buffer)
+            fields.append(buffer)
+        # constants (such as a contiguous array's strides) stay constants in the region
+        passed = [f for f in fields if not isinstance(f, ir.Constant)]
+        struct_t = ir.LiteralStructType([f.type for f in passed])
+        ctx = self._entry_alloca(struct_t)
+        for k, f in enumerate(passed):
+            self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
+        outlined = self._emit_outlined(body, struct_t, fields, ndim, free, targets, types, kinds)
+        # every partial starts at the identity, for threads the runtime does not start
+        for t, kind, buffer in zip(types, kinds, partials):
+            width = len(flat_types(t))
+            identity = flatten(self._identity(kind, t))
+
+            def fill(tid: ir.Value, carried: list[Repr], buffer: Any = buffer, width: int = width,
+                     identity: list = identity) -> list[Repr]:
+                for c in range(width):
+                    slot = self.b.add(self.b.mul(tid, ir.Constant(i64, width)), ir.Constant(i64, c))
+                    self.b.store(identity[c], self.b.gep(buffer, [slot]))
+                return []
+
+            self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64), ir.Constant(i64, 1),
+                               [], [], fill)
+        ctx_ptr = self.b.bitcast(ctx, i8_ptr)
+        fn = self.b.function
+        serial_bb = fn.append_basic_block("parallel.serial")
+        team_bb = fn.append_basic_block("parallel.team")
+        done_bb = fn.append_basic_block("parallel.done")
+        self.b.cbranch(self.b.icmp_signed("<=", nthreads, ir.Constant(i32, 1)), serial_bb, team_bb)
+        self.b.position_at_end(serial_bb)
+        self.b.call(outlined, [ctx_ptr])
+        self.b.branch(done_bb)
+        self.b.position_at_end(team_bb)
+        run_team = self.hooks.load(self.b, "parallel")
+        self.b.call(run_team, [outlined, ctx_ptr, nthreads, ir.Constant(i32, 0)])
+        self.b.branch(done_bb)
+        self.b.position_at_end(done_bb)
+        self._add_private_copies(targets, copies, nthreads)
+        results = []
+        for t, kind, init, buffer in zip(types, kinds, inits, partials):
+            width = len(flat_types(t))
+
+            def combine(tid: ir.Value, carried: list[Repr], buffer: Any = buffer, width: int = width,
+                        t: Any = t, kind: str = kind) -> list[Repr]:
+                parts = []
+                for c in range(width):
+                    slot = self.b.add(self.b.mul(tid, ir.Constant(i64, width)), ir.Constant(i64, c))
+                    parts.append(self.b.load(self.b.gep(buffer, [slot])))
+                return [self._combine(kind, t, carried[0], unflatten(t, parts))]
+
+            (total,) = self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64),
+                                          ir.Constant(i64, 1), [init], [t], combine)
+            results.append(total)
+        return results
+
+    def _emit_outlined(self, body: Block, struct_t: ir.LiteralStructType,
+                       fields: list[ir.Value], ndim: int, free: list[Value], targets: list[Value],
+                       types: list[Any], kinds: tuple[str, ...]) -> ir.Function:
+        self.region_count += 1
+        name = f"{self.kernel.name}.parallel.{self.region_count}"
+        fn = ir.Function(self.module, ir.FunctionType(void, [i8_ptr]), name)
+        fn.linkage = "internal"
+        saved = (self.scalar.builder, self.status, dict(self.values), self.in_parallel,
+                 dict(self.private_copies), self.single_thread)
+        self._start_function(fn)
+        self.in_parallel = True
+        ctx = self.b.bitcast(fn.args[0], struct_t.as_pointer())
+        loaded = []
+        slot = 0
+        for f in fields:
+            if isinstance(f, ir.Constant):
+                loaded.append(f)
+                continue
+            pointer = self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, slot)])
+            loaded.append(self.b.load(pointer))
+            slot += 1
+        self.status = loaded[0]
+        extents = loaded[1:1 + ndim]
+        position = 1 + ndim
+        for v in free:
+            width = len(flat_types(v.type))
+            self.values[v] = unflatten(v.type, loaded[position:position + width])
+            position += width
+        tid = self.b.sext(self.b.call(self.hooks.load(self.b, "thread_num"), []), i64)
+        team = self.b.sext(self.b.call(self.hooks.load(self.b, "num_threads"), []), i64)
+        self.single_thread = self.b.icmp_signed("==", team, ir.Constant(i64, 1))
+        for array in targets:
+            buffer, total = loaded[position], loaded[position + 1]
+            position += 2
+            use_copy = self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
+            private = self._private_view(self.values[array], buffer, tid, total,
+                                         T.element_scalar(array.type.dtype))
+            self.private_copies[array] = (use_copy, private)
+        partials = loaded[position:]
+        chunk = self.b.sdiv(self.b.sub(self.b.add(extents[0], team), ir.Constant(i64, 1)), team)
+        lower = self.scalar.op_min(T.i64, self.b.mul(tid, chunk), extents[0])
+        upper = self.scalar.op_min(T.i64, self.b.add(lower, chunk), extents[0])
+        accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
+        finals = self._nested_loops(extents, lower, upper, accs, types, body)
+        for final, buffer in zip(finals, partials):
+            parts = flatten(final)
+            for c, part in enumerate(parts):
+                index = self.b.add(self.b.mul(tid, ir.Constant(i64, len(parts))), ir.Constant(i64, c))
+                self.b.store(part, self.b.gep(buffer, [index]))
+        self.b.ret_void()
+        self._finish_function(fn)
+        (self.scalar.builder, self.status, self.values, self.in_parallel,
+         self.private_copies, self.single_thread) = saved
+        return fn
+
+    def _private_update(self, op: Operation,
+                        atomic: Callable[[], list[ir.Value]]) -> list[Repr] | None:
+        """``a[idx] += v`` on a privatised array: a plain update of this thread's copy when
+        the copy exists, the atomic otherwise."""
+        entry = self.private_copies.get(op.operands[0])
+        if entry is None:
+            return None
+        use_copy, private = entry
+        array = op.operands[0]
+        saved = self.values[array]
+        with self.b.if_else(use_copy) as (then, otherwise):
+            with then:
+                self.values[array] = private
+                pointers = self._element_pointers(op, op.operands[1:-1])
+                value = self.values[op.operands[-1]]
+                scalar_t = T.element_scalar(op.operands[-1].type)
+                combine = self.scalar.op_add if op.attrs["kind"] == "add" else self.scalar.op_sub
+                for p, v in zip(pointers, flatten(value)):
+                    self.b.store(combine(scalar_t, self.b.load(p), v), p)
+                self.values[array] = saved
+            with otherwise:
+                atomic()
+        # the old value is unused (that is what made the array a scatter target)
+        zero = self._identity("add", op.result.type)
+        return [zero]
+
