@@ -49,22 +49,21 @@ def forces(pos: kd.Array[kd.vec3], acc: kd.Array[kd.vec3], cutoff: kd.f32):
 
 
 # --- 4. 2-D Jacobi: the whole time loop in one call -----------------------------------
-# Two sweeps per trip (a -> b, then b -> a) rather than swapping the two array locals at
-# the end of each trip: swapping array locals inside a loop is not carried by the loop
-# in kdsl today (see benchmarks/README.md), so `iters` must be even.
+# Each trip sweeps src into dst and swaps the two array locals; with an even `iters` the
+# result ends in `a`.
 
 
 @kd.kernel
 def jacobi(a: kd.Array[kd.f32, 2], b: kd.Array[kd.f32, 2], iters: kd.i32):
     nx = a.shape[0]
     ny = a.shape[1]
-    for _ in range(iters // 2):
+    src = a
+    dst = b
+    for _ in range(iters):
         for i in kd.prange(1, nx - 1):
             for j in range(1, ny - 1):
-                b[i, j] = 0.25 * (a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1])
-        for i in kd.prange(1, nx - 1):
-            for j in range(1, ny - 1):
-                a[i, j] = 0.25 * (b[i - 1, j] + b[i + 1, j] + b[i, j - 1] + b[i, j + 1])
+                dst[i, j] = 0.25 * (src[i - 1, j] + src[i + 1, j] + src[i, j - 1] + src[i, j + 1])
+        src, dst = dst, src
 
 
 # --- 5. particle-to-grid scatter (the += is atomic inside prange) ---------------------

@@ -66,13 +66,12 @@ def forces(pos: np.ndarray, acc: np.ndarray, cutoff: np.float32) -> None:
 @parallel
 def jacobi(a: np.ndarray, b: np.ndarray, iters: int) -> None:
     nx, ny = a.shape
-    for _ in range(iters // 2):
+    src, dst = a, b
+    for _ in range(iters):
         for i in prange(1, nx - 1):
             for j in range(1, ny - 1):
-                b[i, j] = QUARTER * (a[i - 1, j] + a[i + 1, j] + a[i, j - 1] + a[i, j + 1])
-        for i in prange(1, nx - 1):
-            for j in range(1, ny - 1):
-                a[i, j] = QUARTER * (b[i - 1, j] + b[i + 1, j] + b[i, j - 1] + b[i, j + 1])
+                dst[i, j] = QUARTER * (src[i - 1, j] + src[i + 1, j] + src[i, j - 1] + src[i, j + 1])
+        src, dst = dst, src
 
 
 @parallel

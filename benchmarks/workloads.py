@@ -184,7 +184,7 @@ def nbody(ctx: Context) -> list[Row]:
 def jacobi(ctx: Context) -> list[Row]:
     cfg = ctx.config
     n, iters = cfg.jacobi_n, cfg.jacobi_iters
-    assert iters % 2 == 0, "the kernels do two sweeps per trip"
+    assert iters % 2 == 0, "with an even number of sweeps the result ends in the first array"
     start = uniform(n * n, rng()).reshape(n, n)
     pairs = {side: (start.copy(), start.copy()) for side in ("numpy", "numba", "kdsl")}
     funcs = {"numpy": npk.jacobi, "numba": nbk.jacobi, "kdsl": kdk.jacobi}

@@ -243,8 +243,9 @@ class KernelEmitter(ParallelLoops):
 
     def emit_select(self, op: Operation) -> list[Repr]:
         c, a, b = (self.values[v] for v in op.operands)
-        parts = [self.b.select(c, x, y) for x, y in zip(flatten(a), flatten(b))]
-        return [unflatten(op.result.type, parts)]
+        t = op.result.type
+        parts = [self.b.select(c, x, y) for x, y in zip(flatten(a, t), flatten(b, t))]
+        return [unflatten(t, parts)]
 
     # --- vectors and matrices ----------------------------------------------------
 
@@ -441,7 +442,7 @@ class KernelEmitter(ParallelLoops):
         out = []
         for t, init in zip(types, incoming):
             parts = []
-            for lt, v in zip(flat_types(t), flatten(init)):
+            for lt, v in zip(flat_types(t), flatten(init, t)):
                 phi = self.b.phi(lt)
                 phi.add_incoming(v, block)
                 parts.append(phi)
@@ -449,9 +450,10 @@ class KernelEmitter(ParallelLoops):
         return out
 
     @staticmethod
-    def _add_incoming(phis: list[Repr], values: list[Repr], block: ir.Block) -> None:
-        for phi, v in zip(phis, values):
-            for p, x in zip(flatten(phi), flatten(v)):
+    def _add_incoming(phis: list[Repr], values: list[Repr], block: ir.Block,
+                      types: list[Any]) -> None:
+        for phi, v, t in zip(phis, values, types):
+            for p, x in zip(flatten(phi, t), flatten(v, t)):
                 p.add_incoming(x, block)
 
     def emit_if(self, op: Operation) -> list[Repr]:
@@ -475,7 +477,7 @@ class KernelEmitter(ParallelLoops):
             return []
         (then_vals, then_end), (else_vals, else_end) = incoming
         phis = self._phis(types, then_vals, then_end)
-        self._add_incoming(phis, else_vals, else_end)
+        self._add_incoming(phis, else_vals, else_end, types)
         return phis
 
     def _emit_if_as_select(self, op: Operation, cond: ir.Value) -> list[Repr]:
@@ -485,7 +487,8 @@ class KernelEmitter(ParallelLoops):
         else_values = self.emit_block(op.regions[1])
         results = []
         for result, a, b in zip(op.results, then_values, else_values):
-            parts = [self._select(cond, x, y) for x, y in zip(flatten(a), flatten(b))]
+            parts = [self._select(cond, x, y)
+                     for x, y in zip(flatten(a, result.type), flatten(b, result.type))]
             results.append(unflatten(result.type, parts))
         return results
 
@@ -532,7 +535,7 @@ class KernelEmitter(ParallelLoops):
         next_iv = self.b.add(iv, step, flags=["nsw"])
         latch = self.b.block
         iv.add_incoming(next_iv, latch)
-        self._add_incoming(carried, new_values, latch)
+        self._add_incoming(carried, new_values, latch, types)
         self.b.branch(header)
         self.b.position_at_end(exit_bb)
         return carried
@@ -553,7 +556,7 @@ class KernelEmitter(ParallelLoops):
         self.b.cbranch(cond, body_bb, exit_bb)
         self.b.position_at_end(body_bb)
         new_values = self._run_body(body, carried)
-        self._add_incoming(carried, new_values, self.b.block)
+        self._add_incoming(carried, new_values, self.b.block, types)
         self.b.branch(header)
         self.b.position_at_end(exit_bb)
         return carried

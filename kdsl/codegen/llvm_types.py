@@ -60,17 +60,37 @@ class ArrayView:
 Repr = Any
 
 
-def flatten(value: Repr) -> list[ir.Value]:
+def flatten(value: Repr, t: Any = None) -> list[ir.Value]:
+    """A value's LLVM parts. For a C-contiguous array type, the strides the type implies
+    (the last indexed axis and the element axes) are left out: they stay constants
+    wherever the array goes (phis, parallel regions), which the vectoriser needs."""
     if isinstance(value, ArrayView):
+        if isinstance(t, T.ArrayType) and t.contiguous:
+            return [value.data, *value.shape[:t.ndim], *value.strides[:t.ndim - 1]]
         return value.flatten()
     if isinstance(value, list):
         return list(value)
     return [value]
 
 
+def _implied_strides(t: T.ArrayType) -> list[ir.Value]:
+    scalar = T.element_scalar(t.dtype)
+    stride = scalar.itemsize
+    strides: list[ir.Value] = []
+    for size in reversed(T.element_shape(t.dtype)):
+        strides.insert(0, ir.Constant(i64, stride))
+        stride *= size
+    return [ir.Constant(i64, stride)] + strides
+
+
 def unflatten(t: Any, values: list[ir.Value]) -> Repr:
     if isinstance(t, T.ArrayType):
-        return ArrayView.unflatten(values, t.full_ndim)
+        if not t.contiguous:
+            return ArrayView.unflatten(values, t.full_ndim)
+        element_shape = [ir.Constant(i64, s) for s in T.element_shape(t.dtype)]
+        data, shape = values[0], list(values[1:1 + t.ndim]) + element_shape
+        leading = list(values[1 + t.ndim:])
+        return ArrayView(data, shape, leading + _implied_strides(t))
     if isinstance(t, (T.VectorType, T.MatrixType)):
         return list(values)
     (v,) = values
@@ -78,8 +98,10 @@ def unflatten(t: Any, values: list[ir.Value]) -> Repr:
 
 
 def flat_types(t: Any) -> list[ir.Type]:
-    """The LLVM types of a value's flattened parts (for packing into structs)."""
+    """The LLVM types of a value's flattened parts (for phis and packing into structs)."""
     if isinstance(t, T.ArrayType):
+        if t.contiguous:
+            return [i8_ptr] + [i64] * (2 * t.ndim - 1)
         return [i8_ptr] + [i64] * (2 * t.full_ndim)
     if isinstance(t, (T.VectorType, T.MatrixType)):
         return [scalar_type(t.element)] * t.count

@@ -266,7 +266,7 @@ class ParallelLoops:
         # the context: status, extents, captured values, private copies, reduction partials
         fields: list[ir.Value] = [self.status, *extents]
         for v in free:
-            fields.extend(flatten(self.values[v]))
+            fields.extend(flatten(self.values[v], v.type))
         for buffer, total in copies:
             fields.extend([buffer, total])
         partials = []
