@@ -152,12 +152,36 @@ def abs(x: Any) -> Any:  # noqa: A001
     return np.abs(x)
 
 
-def min(a: Any, b: Any) -> Any:  # noqa: A001
+_NO_VALUE = object()
+
+
+def _plain(a: Any) -> Any:
+    unwrap = getattr(a, "__kdsl_array__", None)
+    return unwrap() if unwrap is not None else a
+
+
+def min(a: Any, b: Any = _NO_VALUE, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
+    """``kd.min(a, b)``: the elementwise minimum; ``kd.min(a, axis=None)``: a reduction."""
+    if b is _NO_VALUE:
+        return np.min(_plain(a), axis=axis, keepdims=keepdims)
     return np.minimum(a, b)
 
 
-def max(a: Any, b: Any) -> Any:  # noqa: A001
+def max(a: Any, b: Any = _NO_VALUE, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
+    """``kd.max(a, b)``: the elementwise maximum; ``kd.max(a, axis=None)``: a reduction."""
+    if b is _NO_VALUE:
+        return np.max(_plain(a), axis=axis, keepdims=keepdims)
     return np.maximum(a, b)
+
+
+def sum(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
+    """The sum over all axes or one (NumPy's ``np.sum``)."""
+    return np.sum(_plain(a), axis=axis, keepdims=keepdims)
+
+
+def mean(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """The mean over all axes or one (NumPy's ``np.mean``)."""
+    return np.mean(_plain(a), axis=axis, keepdims=keepdims)
 
 
 def clamp(x: Any, lo: Any, hi: Any) -> Any:
@@ -165,6 +189,10 @@ def clamp(x: Any, lo: Any, hi: Any) -> Any:
 
 
 def where(cond: Any, a: Any, b: Any) -> Any:
+    """``a if cond else b``; with an array of conditions, elementwise (``np.where``)."""
+    cond = _plain(cond)
+    if isinstance(cond, np.ndarray) and cond.ndim > 0:
+        return np.where(cond, _plain(a), _plain(b))
     return a if cond else b
 
 

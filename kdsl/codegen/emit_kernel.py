@@ -33,6 +33,7 @@ from kdsl.codegen.llvm_types import (
 from kdsl.codegen.parallel import ParallelLoops
 from kdsl.codegen.runtime_hooks import RuntimeHooks
 from kdsl.codegen.scalar_ops import ScalarEmitter
+from kdsl.codegen.views import ArrayViews
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.location import SourceLocation
 from kdsl.ir.ops import COMPARISONS, Trait, lookup
@@ -44,6 +45,7 @@ class ErrorCode:
     INDEX = 1
     ASSERT = 2
     MEMORY = 3
+    SHAPE = 4
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,7 @@ def _speculatable(op: Operation) -> bool:
     return count <= SPECULATION_LIMIT
 
 
-class KernelEmitter(ParallelLoops):
+class KernelEmitter(ParallelLoops, ArrayViews):
     """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
 
     def __init__(self, kernel: Function, options: CodegenOptions, module_name: str) -> None:

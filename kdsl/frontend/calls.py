@@ -13,6 +13,7 @@ import numpy as np
 
 from kdsl import builtins as kb
 from kdsl import types as T
+from kdsl.frontend.tensors import is_array, reduction_arguments
 from kdsl.frontend.values import Static, TupleValue
 from kdsl.ir.core import Value
 from kdsl.runtime import arrays
@@ -50,6 +51,8 @@ def _unary_math(op_name: str, python_result: bool = False) -> Handler:
     def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         _arity(lo, node, args, 1, op_name)
         (v,) = _values(lo, node, args)
+        if is_array(v):
+            return lo.tensor_unary(op_name, v, node)
         weak = lo.is_weak(v) and python_result
         scalar = T.element_scalar(v.type)
         if not scalar.is_float and op_name != "abs":
@@ -96,8 +99,8 @@ def _python_rounding(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
 
 def _fold_pairwise(op_name: str, python_result: bool = False) -> Handler:
     def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-        if len(args) == 1:
-            lo.error(f"{op_name}() of one argument (a reduction over an array) is not supported here", node)
+        if len(args) == 1 and not python_result:
+            return _reduce(op_name)(lo, node, args)
         if len(args) < 2:
             lo.error(f"{op_name}() needs at least two arguments", node)
         values = _values(lo, node, args)
@@ -109,6 +112,23 @@ def _fold_pairwise(op_name: str, python_result: bool = False) -> Handler:
     return handler
 
 
+def _reduce(kind: str) -> Handler:
+    def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+        if not args:
+            lo.error(f"{kind}() needs an array", node)
+        v = lo.value_of(args[0], node)
+        if not is_array(v):
+            lo.error(f"{kind}() of one value needs an array, got {v.type}", node)
+        options = reduction_arguments(lo, node, ("axis", "keepdims"))
+        return lo.tensor_reduce(kind, v, options["axis"], options["keepdims"], node)
+
+    return handler
+
+
+builtin(kb.sum, np.sum)(_reduce("sum"))
+builtin(kb.mean, np.mean)(_reduce("mean"))
+builtin(np.min, np.amin)(_reduce("min"))
+builtin(np.max, np.amax)(_reduce("max"))
 builtin(kb.min, np.minimum, np.fmin)(_fold_pairwise("min"))
 builtin(kb.max, np.maximum, np.fmax)(_fold_pairwise("max"))
 builtin(py.min)(_fold_pairwise("min", python_result=True))
@@ -144,6 +164,8 @@ def _clamp(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
 def _where(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _arity(lo, node, args, 3, "where")
     c, a, b = _values(lo, node, args)
+    if is_array(c) or is_array(a) or is_array(b):
+        return lo.tensor_where(c, a, b, node)
     c = lo.truth(c, node)
     if isinstance(a.type, T.ScalarType) and isinstance(b.type, T.ScalarType):
         t, weak = T.promote(a.type, lo.is_weak(a), b.type, lo.is_weak(b))
@@ -307,6 +329,8 @@ def _construct(lo: FunctionLowering, node: ast.Call, t: Any, args: list) -> Valu
     return lo.op("make_vector", *scalars, type=t)
 
 
+_REDUCERS = (kb.sum, kb.mean, kb.min, kb.max, np.sum, np.mean, np.min, np.max, np.amin, np.amax)
+
 # --- new arrays ----------------------------------------------------------------------
 
 _ALLOCATORS: dict[Any, tuple[str, Any]] = {
@@ -401,6 +425,9 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
         allocator = False
     if allocator:
         return _allocate(lo, node)
+    if any(fn is r for r in _REDUCERS):  # reductions take axis= and keepdims=
+        args = [lo.expr(a) for a in node.args]
+        return BUILTINS[fn](lo, node, args)
     if node.keywords:
         lo.error("keyword arguments are not supported in kernel calls", node)
     args = [lo.expr(a) for a in node.args]

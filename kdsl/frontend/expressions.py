@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from kdsl import types as T
-from kdsl.frontend.lowering import LoweringBase
+from kdsl.frontend.tensors import TensorLowering, is_array
 from kdsl.frontend.values import Static, TupleValue
 from kdsl.ir.core import Block, Value
 
@@ -27,7 +27,7 @@ _SYMBOLS = {
 COMPONENT_NAMES = {"x": 0, "y": 1, "z": 2, "w": 3}
 
 
-class ExpressionLowering(LoweringBase):
+class ExpressionLowering(TensorLowering):
     """Turns expression nodes into IR values (or static objects, tuples)."""
 
     def expr(self, node: ast.expr) -> Any:
@@ -71,13 +71,10 @@ class ExpressionLowering(LoweringBase):
 
     def binary(self, name: str, a: Value, b: Value, node: ast.AST) -> Value:
         """``a <op> b`` with NumPy's promotion, weak literals, and vector broadcasting."""
+        if is_array(a) or is_array(b):
+            return self.tensor_binary(name, a, b, node)
         if name == "matmul":
             return self.op("matmul", a, b, node=node)
-        if isinstance(a.type, T.ArrayType) or isinstance(b.type, T.ArrayType):
-            self.error(
-                f"whole-array arithmetic ({_SYMBOLS[name]}) is not supported here; "
-                "index the array", node,
-            )
         sa, sb = T.element_scalar(a.type), T.element_scalar(b.type)
         weak_a, weak_b = self.is_weak(a), self.is_weak(b)
         if weak_a and weak_b:
@@ -167,6 +164,14 @@ class ExpressionLowering(LoweringBase):
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
         v = self.value(node.operand)
         weak = self.is_weak(v)
+        if is_array(v):
+            if isinstance(node.op, ast.UAdd):
+                return v
+            fn = {ast.USub: "neg", ast.Invert: "bit_not" if v.type.dtype != T.bool_ else "logical_not",
+                  ast.Not: None}[type(node.op)]
+            if fn is None:
+                self.error("'not' of an array has no single truth value; use ~ for elementwise", node)
+            return self.tensor_unary(fn, v, node)
         if isinstance(node.op, ast.Not):
             return self.op("logical_not", self.truth(v, node), node=node)
         if isinstance(node.op, ast.UAdd):
@@ -189,6 +194,8 @@ class ExpressionLowering(LoweringBase):
         self.error(f"unsupported unary operator {type(node.op).__name__}", node)
 
     def compare(self, name: str, a: Value, b: Value, node: ast.AST) -> Value:
+        if is_array(a) or is_array(b):
+            return self.tensor_binary(name, a, b, node)
         if not isinstance(a.type, T.ScalarType) or not isinstance(b.type, T.ScalarType):
             self.error(f"comparison of {a.type} and {b.type}: only scalars compare", node)
         scalar, _ = T.promote(a.type, self.is_weak(a), b.type, self.is_weak(b))
@@ -278,8 +285,8 @@ class ExpressionLowering(LoweringBase):
                 return TupleValue(tuple(self.array_dim(v, k) for k in range(t.ndim)))
             if attr == "ndim":
                 return self.constant(t.ndim)
-            if attr == "T" and t.ndim == 1:
-                return v
+            if attr == "T":
+                return v if t.ndim == 1 else self.array_transpose(v, node)
             self.error(f"arrays have no attribute '{attr}' in kernels", node)
         if isinstance(t, T.VectorType) and attr in COMPONENT_NAMES:
             index = COMPONENT_NAMES[attr]
@@ -323,9 +330,16 @@ class ExpressionLowering(LoweringBase):
             indices.append(v)
         return indices
 
+    def selects_view(self, t: T.ArrayType, index: ast.expr) -> bool:
+        """Whether ``a[index]`` is a view (slices, new axes, fewer indices than axes)."""
+        items = index.elts if isinstance(index, ast.Tuple) else [index]
+        special = any(isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and i.value is None)
+                      for i in items)
+        if isinstance(index, ast.Name) and isinstance(self.env.get(index.id), TupleValue):
+            return False  # a tuple of indices held in a local
+        return special or len(items) < t.ndim
+
     def expr_Subscript(self, node: ast.Subscript) -> Any:
-        if isinstance(node.slice, ast.Slice):
-            self.error("slices are not supported here", node)
         base = self.expr(node.value)
         if isinstance(base, TupleValue):
             index = self.expr(node.slice)
@@ -339,6 +353,8 @@ class ExpressionLowering(LoweringBase):
         v = self.value_of(base, node)
         t = v.type
         if isinstance(t, T.ArrayType):
+            if self.selects_view(t, node.slice):
+                return self.array_view(v, node.slice, node)
             indices = self.array_indices(v, node.slice, node)
             return self.op("array_load", v, *indices, node=node)
         if isinstance(t, (T.VectorType, T.MatrixType)):

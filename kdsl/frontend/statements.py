@@ -25,6 +25,7 @@ from kdsl.frontend.analysis import (
 from kdsl.frontend.expressions import COMPONENT_NAMES, ExpressionLowering
 from kdsl.frontend.lowering import LoopFrame
 from kdsl.frontend.scope import VariableType
+from kdsl.frontend.tensors import is_array
 from kdsl.frontend.values import IterationSpace, Static, TupleValue
 from kdsl.ir.core import Block, Value
 
@@ -116,15 +117,24 @@ class StatementLowering(ExpressionLowering):
         if op_name is None:
             self.error(f"unsupported augmented assignment {type(node.op).__name__}", node)
         target = node.target
-        if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Slice):
+        if isinstance(target, ast.Subscript):
             base = self.value(target.value)
             if isinstance(base.type, T.ArrayType):
+                if self.selects_view(base.type, target.slice):  # c[1:-1] += x, in place
+                    view = self.array_view(base, target.slice, target)
+                    self.tensor_assign(view, self.binary(op_name, view, self.value(node.value), node),
+                                       node)
+                    return
                 self.array_update(base, target, op_name, self.value(node.value), node)
                 return
         if isinstance(target, ast.Name):
             current = self.value_of(self.lookup(target.id, target), target)
         else:
             current = self.value(target)
+        if is_array(current):  # pos += dt * vel updates the array in place, as in NumPy
+            self.tensor_assign(current, self.binary(op_name, current, self.value(node.value), node),
+                               node)
+            return
         self.store(target, self.binary(op_name, current, self.value(node.value), node), node)
 
     def array_update(
@@ -161,12 +171,16 @@ class StatementLowering(ExpressionLowering):
             self.error(f"cannot assign to {type(target).__name__}", node)
 
     def store_subscript(self, target: ast.Subscript, value: Any, node: ast.AST) -> None:
-        if isinstance(target.slice, ast.Slice):
-            self.error("slice assignment is not supported here", node)
         base = self.value(target.value)
         v = self.value_of(value, node)
+        if isinstance(base.type, T.ArrayType) and self.selects_view(base.type, target.slice):
+            self.tensor_assign(self.array_view(base, target.slice, target), v, node)
+            return
         if isinstance(base.type, T.ArrayType):
             indices = self.array_indices(base, target.slice, node)
+            if is_array(v):
+                self.error(f"cannot store an array ({v.type}) into one element of an array of "
+                           f"{base.type.dtype}", node)
             stored = self.coerce(v, base.type.dtype, node)
             self.builder.create("array_store", [base, *indices, stored])
             return

@@ -297,6 +297,28 @@ register(OpDef(
     doc="attrs kind (add, sub, min, max), implicit; returns the old value",
 ))
 
+# Whole-array (tensor) ops. Views are zero-copy; the others are lowered to loop nests
+# by passes/lower_tensors.py, which fuses elementwise chains into their consumers.
+register(OpDef(
+    "array_view", PURE, _from_attr("type"),
+    doc="a view: operands array, then the runtime parts of attrs.spec (one entry per index "
+        "item: ('index',), ('slice', has_start, has_stop, has_step) or ('newaxis',))",
+))
+register(OpDef("array_transpose", PURE, _from_attr("type"), doc="the view with axes reversed"))
+register(OpDef(
+    "tensor_map", PURE, _from_attr("type"),
+    doc="elementwise attrs.fn over broadcast operands (arrays and scalars), each element "
+        "converted to attrs.operand_type first",
+))
+register(OpDef(
+    "tensor_reduce", Trait.NONE, _from_attr("type"),
+    doc="attrs kind (sum, mean, min, max), axis (None or an axis), keepdims",
+))
+register(OpDef("tensor_assign", Trait.SIDE_EFFECT, _none, doc="dest[...] = src, broadcast"))
+register(OpDef("tensor_matmul", Trait.NONE, _from_attr("type"), doc="a @ b, 2-D by 2-D or 1-D"))
+register(OpDef("raise_shape_error", Trait.SIDE_EFFECT, _none,
+               doc="operands ok, size, other size; attrs axis, what"))
+
 # Structured control flow.
 register(OpDef(
     "for", Trait.NONE, _loop_carried(lambda a: 3), num_regions=1,

@@ -164,6 +164,9 @@ class CompiledKernel:
         loc = site.location
         where = f'kernel {self.name}, File "{loc.file}", line {loc.line}'
         line = loc.source_line().strip()
+        if code == ErrorCode.SHAPE:
+            raise ValueError(f"{site.detail}: sizes {index} and {size} do not match ({where})"
+                             + (f"\n    {line}" if line else ""))
         if code == ErrorCode.MEMORY:
             raise MemoryError(f"kernel {self.name} could not allocate an array ({where})")
         if code == ErrorCode.INDEX:

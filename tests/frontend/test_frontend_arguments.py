@@ -146,7 +146,7 @@ def add_arrays(x: kd.Array[kd.f64], y: kd.Array[kd.f64]):
 
 def test_failed_specialisation_leaves_other_calls_working():
     out = np.zeros(1)
-    # a 2-D array makes ``a[0]`` index too few axes: this specialisation cannot compile
+    # with a 2-D array ``a[0]`` is a row, which cannot be stored into one element
     with pytest.raises(kd.CompileError):
         first_element_to(np.ones((2, 2)), out)
     # the same kernel with other arguments compiles and runs
@@ -155,7 +155,7 @@ def test_failed_specialisation_leaves_other_calls_working():
     # the failing one fails again, the same way, and nothing else is affected
     with pytest.raises(kd.CompileError) as info:
         first_element_to(np.ones((2, 2)), out)
-    assert "2 axes" in info.value.message
+    assert "array" in info.value.message and "one element" in info.value.message
     first_element_to(np.array([-1.25], np.float32), out)
     assert out[0] == -1.25
     x, y = np.arange(1.0, 5.0), np.full(4, 10.0)

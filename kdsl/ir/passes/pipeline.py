@@ -12,6 +12,7 @@ from kdsl.ir.passes import (
     dead_code,
     demote_atomics,
     inline_funcs,
+    lower_tensors,
     share_reciprocals,
     simplify,
     speculate_loads,
@@ -36,6 +37,7 @@ class Pass:
 
 PIPELINE: tuple[Pass, ...] = (
     Pass("inline", inline_funcs.run),
+    Pass("lower-tensors", lower_tensors.run),
     # before anything can delete an access whose value is unused: its check stays
     Pass("bounds-checks", bounds_checks.run, only_in_debug=True),
     Pass("simplify", simplify.run),

@@ -1,0 +1,373 @@
+"""Lowering of tensor ops to loop nests, fusing elementwise chains into their consumers.
+
+- ``tensor_assign(dest, expr)`` becomes one parallel loop nest over ``dest``'s shape that
+  computes ``expr`` element by element: every elementwise producer used only there (and
+  with no write to memory in between) is computed in that loop, with no temporary array.
+- ``tensor_reduce`` becomes a parallel loop with a reduction (or, along one axis, a
+  parallel loop over the other axes with a serial loop inside), fused the same way.
+- An elementwise result used anywhere else (twice, by ``@``, returned, stored in a local
+  read after a write) is materialised: a new array and one loop nest to fill it.
+- ``@`` becomes a loop nest whose innermost loop runs along contiguous rows.
+
+Shapes are checked before each loop nest: a mismatch raises ``ValueError`` naming the
+sizes, never an out-of-bounds access. A destination that overlaps an operand read at
+other indices (``a[1:] = a[:-1]``) gets its value computed into a temporary first, as
+NumPy does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdsl import types as T
+from kdsl.ir.builder import IRBuilder
+from kdsl.ir.core import Block, Module, Operation, Value, use_counts
+from kdsl.ir.rewrite import has_side_effects, remap_operands
+
+_TENSOR_OPS = ("tensor_map", "tensor_assign", "tensor_reduce", "tensor_matmul")
+_VIEW_OPS = ("array_view", "array_transpose", "cast")
+_REDUCTION_KINDS = {"sum": "add", "mean": "add", "min": "min", "max": "max"}
+
+
+def _base(v: Value, definitions: dict[Value, Operation]) -> Value:
+    """The array a view was taken of."""
+    op = definitions.get(v)
+    while op is not None and op.name in _VIEW_OPS and isinstance(op.operands[0].type, T.ArrayType):
+        v = op.operands[0]
+        op = definitions.get(v)
+    return v
+
+
+def _writes_memory(op: Operation) -> bool:
+    return op.name in ("array_store", "atomic_rmw", "tensor_assign", "call") or (
+        bool(op.regions) and any(_writes_memory(inner) for r in op.regions for inner in r.ops)
+    )
+
+
+class TensorLowerer:
+    def __init__(self, module: Module) -> None:
+        self.module = module
+        body = module.kernel.body
+        self.definitions = {r: op for op in body.walk() for r in op.results}
+        self.uses = use_counts(body)
+        self.users: dict[Value, list[Operation]] = {}
+        for op in body.walk():
+            for v in op.operands:
+                self.users.setdefault(v, []).append(op)
+        self.fused: set[Value] = set()
+        self.mapping: dict[Value, Value] = {}
+        self.builder = IRBuilder(Block())
+
+    # --- driving ---------------------------------------------------------------------
+
+    def visit(self, block: Block) -> None:
+        out: list[Operation] = []
+        for position, op in enumerate(block.ops):
+            for region in op.regions:
+                self.visit(region)
+            op.operands = [self.resolve(v) for v in op.operands]
+            if op.name not in _TENSOR_OPS:
+                out.append(op)
+                continue
+            self.builder = IRBuilder(Block())
+            self.builder.location = op.location
+            if op.name == "tensor_map":
+                if self._fusable(op, block, position):
+                    self.fused.add(op.result)
+                    out.append(op)  # read by its consumer's loop, then dropped as dead
+                    continue
+                self.mapping[op.result] = self.materialize(op.result)
+            elif op.name == "tensor_assign":
+                self.assign(op.operands[0], op.operands[1])
+            elif op.name == "tensor_reduce":
+                self.mapping[op.result] = self.reduce(op)
+            else:
+                self.mapping[op.result] = self.matmul(op)
+            emitted = self.builder.block.ops
+            for new in emitted:
+                for r in new.results:
+                    self.definitions[r] = new
+            out.extend(emitted)
+        block.ops = out
+        for op in out:
+            op.parent = block
+
+    def resolve(self, v: Value) -> Value:
+        while v in self.mapping:
+            v = self.mapping[v]
+        return v
+
+    def _fusable(self, op: Operation, block: Block, position: int) -> bool:
+        users = self.users.get(op.result, [])
+        if len(users) != 1 or self.uses.get(op.result, 0) != 1:
+            return False
+        user = users[0]
+        if user.name not in ("tensor_map", "tensor_assign", "tensor_reduce"):
+            return False
+        if user not in block.ops:
+            return False
+        between = block.ops[position + 1:block.ops.index(user)]
+        return not any(_writes_memory(other) or has_side_effects(other) for other in between)
+
+    # --- helpers --------------------------------------------------------------------
+
+    def value(self, name: str, *operands: Value, **attrs: Any) -> Value:
+        return self.builder.value(name, *operands, **attrs)
+
+    def constant(self, value: Any, t: T.ScalarType) -> Value:
+        return self.builder.constant(value, t)
+
+    def dims(self, v: Value) -> list[Value]:
+        return [self.value("array_dim", v, axis=k) for k in range(v.type.ndim)]
+
+    def leaves(self, v: Value) -> list[Value]:
+        """The arrays an expression reads (its fused producers looked through)."""
+        if not isinstance(v.type, T.ArrayType):
+            return []
+        if v in self.fused:
+            return [leaf for operand in self.definitions[v].operands for leaf in self.leaves(operand)]
+        return [v]
+
+    def broadcast_shape(self, v: Value, ndim: int, what: str) -> list[Value]:
+        """The shape of an expression's result, with run-time checks that its operands'
+        shapes broadcast (equal sizes, or 1)."""
+        one = self.constant(1, T.i64)
+        shape = [one] * ndim
+        for leaf in self.leaves(v):
+            offset = ndim - leaf.type.ndim
+            for axis, size in enumerate(self.dims(leaf)):
+                current = shape[offset + axis]
+                if current is one:
+                    shape[offset + axis] = size
+                    continue
+                same = self.value("eq", size, current)
+                ok = self.value("bit_or", same, self.value("bit_or", self.value("eq", size, one),
+                                                             self.value("eq", current, one)))
+                self.builder.create("raise_shape_error", [ok, size, current],
+                                    {"axis": offset + axis, "what": what})
+                is_one = self.value("eq", current, one)
+                shape[offset + axis] = self.value("select", is_one, size, current)
+        return shape
+
+    def check_fits(self, v: Value, shape: list[Value], what: str) -> None:
+        """``v`` broadcasts to ``shape`` (each size equal or 1)."""
+        one = self.constant(1, T.i64)
+        ndim = len(shape)
+        for leaf in self.leaves(v):
+            offset = ndim - leaf.type.ndim
+            for axis, size in enumerate(self.dims(leaf)):
+                target = shape[offset + axis]
+                ok = self.value("bit_or", self.value("eq", size, target), self.value("eq", size, one))
+                self.builder.create("raise_shape_error", [ok, size, target],
+                                    {"axis": offset + axis, "what": what})
+
+    def convert(self, v: Value, t: Any) -> Value:
+        if v.type == t:
+            return v
+        if isinstance(t, (T.VectorType, T.MatrixType)) and isinstance(v.type, T.ScalarType):
+            return self.value("splat", self.builder.cast(v, t.element), type=t)
+        return self.builder.cast(v, t)
+
+    def element(self, v: Value, index: list[Value]) -> Value:
+        """The element of expression ``v`` at the multi-index ``index`` (right-aligned)."""
+        if not isinstance(v.type, T.ArrayType):
+            return v
+        if v in self.fused:
+            op = self.definitions[v]
+            operand_type = op.attrs["operand_type"]
+            args = [self.element(a, index) for a in op.operands]
+            fn = op.attrs["fn"]
+            if fn == "select":
+                cond = args[0] if args[0].type == T.bool_ else self.value("ne", args[0], self.constant(0, args[0].type))
+                args = [cond] + [self.convert(a, operand_type) for a in args[1:]]
+            else:
+                args = [self.convert(a, operand_type) for a in args]
+            result = self.builder.create(fn, args).result
+            return self.convert(result, op.result.type.dtype)
+        offset = len(index) - v.type.ndim
+        indices = []
+        for axis, size in enumerate(self.dims(v)):
+            i = index[offset + axis]
+            is_one = self.value("eq", size, self.constant(1, T.i64))
+            indices.append(self.value("select", is_one, self.constant(0, T.i64), i))
+        return self.value("array_load", v, *indices)
+
+    def parallel_loop(self, extents: list[Value], body: Any, reductions: tuple = (),
+                      inits: tuple = ()) -> Operation:
+        """``parallel_for`` over ``extents``; ``body(ivs, accs)`` returns the yielded values."""
+        block = Block([Value(T.i64, f"i{k}") for k in range(len(extents))]
+                      + [Value(v.type) for v in inits])
+        with self.builder.at(block):
+            yielded = body(block.args[:len(extents)], block.args[len(extents):])
+            self.builder.create("yield", yielded)
+        return self.builder.create(
+            "parallel_for", [*extents, *inits], {"ndim": len(extents), "reductions": reductions},
+            [block], [v.type for v in inits],
+        )
+
+    def serial_loop(self, stop: Value, inits: list[Value], body: Any) -> Operation:
+        block = Block([Value(T.i64, "k")] + [Value(v.type) for v in inits])
+        with self.builder.at(block):
+            self.builder.create("yield", body(block.args[0], block.args[1:]))
+        zero, one = self.constant(0, T.i64), self.constant(1, T.i64)
+        return self.builder.create("for", [zero, stop, one, *inits], {}, [block],
+                                   [v.type for v in inits])
+
+    # --- lowering ---------------------------------------------------------------------
+
+    def assign(self, dest: Value, source: Value, check: bool = True) -> None:
+        dest_base = _base(dest, self.definitions)
+        overlapping = [leaf for leaf in self.leaves(source)
+                       if leaf is not dest and _base(leaf, self.definitions) is dest_base]
+        if overlapping:  # read everything before writing anything, as NumPy does
+            source = self.materialize(source, copy=True)
+        shape = self.dims(dest)
+        if check:
+            self.check_fits(source, shape, "cannot assign: array shapes")
+
+        def body(ivs: list[Value], accs: list[Value]) -> list[Value]:
+            value = self.convert(self.element(source, list(ivs)), dest.type.dtype)
+            self.builder.create("array_store", [dest, *ivs, value])
+            return []
+
+        if not shape:
+            return
+        self.parallel_loop([self.value("max", s, self.constant(0, T.i64)) for s in shape], body)
+
+    def materialize(self, v: Value, copy: bool = False) -> Value:
+        """A new array holding the value of expression ``v`` (or a copy of array ``v``)."""
+        op = self.definitions.get(v)
+        is_expression = op is not None and op.name == "tensor_map"
+        if not isinstance(v.type, T.ArrayType) or not (is_expression or copy):
+            return v
+        if is_expression:
+            self.fused.add(v)  # computed element by element into the new array
+        t: T.ArrayType = v.type
+        shape = self.broadcast_shape(v, t.ndim, "operands could not be broadcast together")
+        new = self.value("array_new", *shape, type=T.ArrayType(t.dtype, t.ndim, True), fill="empty")
+        self.assign(new, v, check=False)
+        return new
+
+    def _identity(self, kind: str, t: T.ScalarType) -> Value:
+        t = T.element_scalar(t)
+        if kind == "add":
+            return self.constant(0, t)
+        if t.is_float:
+            return self.constant(float("inf") if kind == "min" else float("-inf"), t)
+        info = (2 ** (t.bits - 1) - 1, -(2 ** (t.bits - 1))) if t.is_signed else (2**t.bits - 1, 0)
+        return self.constant(info[0] if kind == "min" else info[1], t)
+
+    def reduce(self, op: Operation) -> Value:
+        source = op.operands[0]
+        kind, axis, keepdims = op.attrs["kind"], op.attrs["axis"], op.attrs["keepdims"]
+        combine = _REDUCTION_KINDS[kind]
+        result_type = op.result.type
+        element_t = result_type.dtype if isinstance(result_type, T.ArrayType) else result_type
+        scalar = T.element_scalar(element_t)
+        ndim = source.type.ndim
+        shape = self.broadcast_shape(source, ndim, "operands could not be broadcast together")
+        if axis is None or ndim == 1:
+            init = self.convert(self._identity(combine, scalar), element_t)
+
+            def accumulate(ivs: list[Value], accs: list[Value]) -> list[Value]:
+                value = self.convert(self.element(source, list(ivs)), element_t)
+                return [self.builder.create(combine, [accs[0], value]).result]
+
+            extents = [self.value("max", s, self.constant(0, T.i64)) for s in shape]
+            total = self.parallel_loop(extents, accumulate, (combine,), (init,)).result
+            if kind == "mean":
+                count = self.constant(1, T.i64)
+                for s in shape:
+                    count = self.value("mul", count, s)
+                total = self.value("div", total, self.convert(self.builder.cast(count, scalar), element_t))
+            if not isinstance(result_type, T.ArrayType):
+                return total
+            ones = [self.constant(1, T.i64)] * result_type.ndim
+            out = self.value("array_new", *ones, type=result_type, fill="empty")
+            zero = self.constant(0, T.i64)
+            self.builder.create("array_store", [out, *([zero] * result_type.ndim), total])
+            return out
+        out_shape = [s for k, s in enumerate(shape) if k != axis]
+        if keepdims:
+            out_shape.insert(axis, self.constant(1, T.i64))
+        out = self.value("array_new", *out_shape, type=result_type, fill="empty")
+        outer = [s for k, s in enumerate(shape) if k != axis]
+
+        def body(ivs: list[Value], accs: list[Value]) -> list[Value]:
+            init = self.convert(self._identity(combine, scalar), element_t)
+
+            def inner(k: Value, carried: list[Value]) -> list[Value]:
+                index = list(ivs[:axis]) + [k] + list(ivs[axis:])
+                value = self.convert(self.element(source, index), element_t)
+                return [self.builder.create(combine, [carried[0], value]).result]
+
+            total = self.serial_loop(shape[axis], [init], inner).result
+            if kind == "mean":
+                count = self.convert(self.builder.cast(shape[axis], scalar), element_t)
+                total = self.value("div", total, count)
+            store_index = list(ivs)
+            if keepdims:
+                store_index.insert(axis, self.constant(0, T.i64))
+            self.builder.create("array_store", [out, *store_index, total])
+            return []
+
+        self.parallel_loop([self.value("max", s, self.constant(0, T.i64)) for s in outer], body)
+        return out
+
+    def matmul(self, op: Operation) -> Value:
+        a, b = op.operands
+        result_type: T.ArrayType = op.result.type
+        scalar = result_type.dtype
+        n, inner = self.dims(a)
+        b_dims = self.dims(b)
+        ok = self.value("eq", inner, b_dims[0])
+        self.builder.create("raise_shape_error", [ok, inner, b_dims[0]],
+                            {"axis": 0, "what": "matmul: the inner sizes"})
+        if b.type.ndim == 1:
+            out = self.value("array_new", n, type=result_type, fill="empty")
+
+            def row(ivs: list[Value], accs: list[Value]) -> list[Value]:
+                def step(k: Value, carried: list[Value]) -> list[Value]:
+                    x = self.convert(self.value("array_load", a, ivs[0], k), scalar)
+                    y = self.convert(self.value("array_load", b, k), scalar)
+                    return [self.value("add", carried[0], self.value("mul", x, y))]
+
+                zero = self.constant(0, T.element_scalar(scalar))
+                total = self.serial_loop(inner, [zero], step).result
+                self.builder.create("array_store", [out, ivs[0], total])
+                return []
+
+            self.parallel_loop([n], row)
+            return out
+        m = b_dims[1]
+        out = self.value("array_new", n, m, type=result_type, fill="zeros")
+
+        def rows(ivs: list[Value], accs: list[Value]) -> list[Value]:
+            i = ivs[0]
+
+            def over_k(k: Value, carried: list[Value]) -> list[Value]:
+                aik = self.convert(self.value("array_load", a, i, k), scalar)
+
+                def over_j(j: Value, c: list[Value]) -> list[Value]:
+                    y = self.convert(self.value("array_load", b, k, j), scalar)
+                    current = self.value("array_load", out, i, j)
+                    self.builder.create("array_store", [out, i, j, self.value(
+                        "add", current, self.value("mul", aik, y))])
+                    return []
+
+                self.serial_loop(m, [], over_j)
+                return []
+
+            self.serial_loop(inner, [], over_k)
+            return []
+
+        self.parallel_loop([n], rows)
+        return out
+
+
+def run(module: Module, options: Any = None) -> None:
+    if not any(op.name in _TENSOR_OPS for op in module.kernel.walk()):
+        return
+    lowerer = TensorLowerer(module)
+    lowerer.visit(module.kernel.body)
+    remap_operands(module.kernel.body, lowerer.mapping)
