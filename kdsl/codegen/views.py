@@ -29,7 +29,8 @@ class ArrayViews:
         elements: Python's ``slice.indices`` followed by ``len(range(...))``."""
         b = self.b
         zero, one, minus_one = (ir.Constant(i64, v) for v in (0, 1, -1))
-        step = step if step is not None else one
+        if step is None:  # the common case stays constant: strides stay known
+            return self._forward_slice(size, start, stop)
         step = b.select(b.icmp_signed("==", step, zero), one, step)  # NumPy raises; we clamp
         forward = b.icmp_signed(">", step, zero)
 
@@ -50,6 +51,25 @@ class ArrayViews:
         length = b.sdiv(b.add(span, adjust), step)
         length = b.select(b.icmp_signed("<", length, zero), zero, length)
         return first, length, step
+
+    def _forward_slice(self, size: ir.Value, start: ir.Value | None,
+                       stop: ir.Value | None) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """``slice(start, stop)`` with step 1."""
+        b = self.b
+        zero = ir.Constant(i64, 0)
+
+        def clamp(value: ir.Value | None, default: ir.Value) -> ir.Value:
+            if value is None:
+                return default
+            wrapped = self._wrap(value, size)
+            at_least = b.select(b.icmp_signed("<", wrapped, zero), zero, wrapped)
+            return b.select(b.icmp_signed(">", at_least, size), size, at_least)
+
+        first = clamp(start, zero)
+        last = clamp(stop, size)
+        length = b.sub(last, first)
+        length = b.select(b.icmp_signed("<", length, zero), zero, length)
+        return first, length, ir.Constant(i64, 1)
 
     def emit_array_view(self, op: Operation) -> list[Repr]:
         view: ArrayView = self.values[op.operands[0]]
@@ -77,7 +97,8 @@ class ArrayViews:
                 first, length, step_value = self._slice(size, start, stop, step)
                 offset = self.b.add(offset, self.b.mul(first, stride))
                 shape.append(length)
-                strides.append(self.b.mul(stride, step_value))
+                unit = isinstance(step_value, ir.Constant) and step_value.constant == 1
+                strides.append(stride if unit else self.b.mul(stride, step_value))
             axis += 1
         # axes not named keep their full extent, and so do the element's axes
         shape += view.shape[axis:]

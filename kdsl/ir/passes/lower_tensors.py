@@ -26,6 +26,8 @@ from kdsl.ir.rewrite import has_side_effects, remap_operands
 
 _TENSOR_OPS = ("tensor_map", "tensor_assign", "tensor_reduce", "tensor_matmul")
 _VIEW_OPS = ("array_view", "array_transpose", "cast")
+MATMUL_ROWS = 8  # rows of the result computed together, sharing each row of b
+MATMUL_UNROLL = 4  # products accumulated per load and store of the result
 _REDUCTION_KINDS = {"sum": "add", "mean": "add", "min": "min", "max": "max"}
 
 
@@ -56,6 +58,8 @@ class TensorLowerer:
                 self.users.setdefault(v, []).append(op)
         self.fused: set[Value] = set()
         self.mapping: dict[Value, Value] = {}
+        self.deferred: dict[Value, Operation] = {}  # products waiting for their epilogue
+        self.direct = False
         self.builder = IRBuilder(Block())
 
     # --- driving ---------------------------------------------------------------------
@@ -78,9 +82,15 @@ class TensorLowerer:
                     continue
                 self.mapping[op.result] = self.materialize(op.result)
             elif op.name == "tensor_assign":
+                self.lower_deferred(op.operands[1])
                 self.assign(op.operands[0], op.operands[1])
             elif op.name == "tensor_reduce":
+                self.lower_deferred(op.operands[0])
                 self.mapping[op.result] = self.reduce(op)
+            elif op.operands[1].type.ndim == 2 and self._feeds_elementwise(op, block, position):
+                self.deferred[op.result] = op  # lowered with its elementwise epilogue
+                out.append(op)
+                continue
             else:
                 self.mapping[op.result] = self.matmul(op)
             emitted = self.builder.block.ops
@@ -96,6 +106,17 @@ class TensorLowerer:
         while v in self.mapping:
             v = self.mapping[v]
         return v
+
+    def _feeds_elementwise(self, op: Operation, block: Block, position: int) -> bool:
+        users = self.users.get(op.result, [])
+        return (len(users) == 1 and users[0].name == "tensor_map"
+                and self._fusable(op, block, position))
+
+    def lower_deferred(self, value: Value) -> None:
+        """Lowers the products an expression reads that wait for an epilogue, before it."""
+        for leaf in self.leaves(value):
+            if leaf in self.deferred:
+                self.mapping[leaf] = self.matmul(self.deferred.pop(leaf))
 
     def _fusable(self, op: Operation, block: Block, position: int) -> bool:
         users = self.users.get(op.result, [])
@@ -118,10 +139,12 @@ class TensorLowerer:
         return self.builder.constant(value, t)
 
     def dims(self, v: Value) -> list[Value]:
+        v = self.resolve(v)
         return [self.value("array_dim", v, axis=k) for k in range(v.type.ndim)]
 
     def leaves(self, v: Value) -> list[Value]:
         """The arrays an expression reads (its fused producers looked through)."""
+        v = self.resolve(v)
         if not isinstance(v.type, T.ArrayType):
             return []
         if v in self.fused:
@@ -169,7 +192,11 @@ class TensorLowerer:
         return self.builder.cast(v, t)
 
     def element(self, v: Value, index: list[Value]) -> Value:
-        """The element of expression ``v`` at the multi-index ``index`` (right-aligned)."""
+        """The element of expression ``v`` at the multi-index ``index`` (right-aligned).
+
+        In the loop version for operands that all have the result's shape (``self.direct``)
+        the index is used as it is; otherwise a size-1 axis is broadcast."""
+        v = self.resolve(v)
         if not isinstance(v.type, T.ArrayType):
             return v
         if v in self.fused:
@@ -185,12 +212,43 @@ class TensorLowerer:
             result = self.builder.create(fn, args).result
             return self.convert(result, op.result.type.dtype)
         offset = len(index) - v.type.ndim
+        if self.direct:
+            return self.value("array_load", v, *index[offset:])
         indices = []
         for axis, size in enumerate(self.dims(v)):
             i = index[offset + axis]
             is_one = self.value("eq", size, self.constant(1, T.i64))
             indices.append(self.value("select", is_one, self.constant(0, T.i64), i))
         return self.value("array_load", v, *indices)
+
+    def versions(self, source: Value, shape: list[Value], loop: Any, types: list[Any]) -> list[Value]:
+        """``loop()`` emitted twice: for operands whose shapes all equal ``shape`` (plain
+        indexing, which vectorises), and for broadcasting ones; chosen at run time."""
+        leaves = self.leaves(source)
+        if not leaves:
+            self.direct = True
+            results = loop()
+            self.direct = False
+            return results
+        same: Value | None = None
+        for leaf in leaves:
+            offset = len(shape) - leaf.type.ndim
+            for axis, size in enumerate(self.dims(leaf)):
+                equal = self.value("eq", size, shape[offset + axis])
+                same = equal if same is None else self.value("bit_and", same, equal)
+            if leaf.type.ndim != len(shape):
+                same = self.constant(False, T.bool_)
+        assert same is not None
+        regions = []
+        for direct in (True, False):
+            block = Block()
+            with self.builder.at(block):
+                self.direct = direct
+                results = loop()
+                self.builder.create("yield", results)
+            regions.append(block)
+        self.direct = False
+        return self.builder.create("if", [same], {"types": types}, regions, types).results
 
     def parallel_loop(self, extents: list[Value], body: Any, reductions: tuple = (),
                       inits: tuple = ()) -> Operation:
@@ -205,12 +263,13 @@ class TensorLowerer:
             [block], [v.type for v in inits],
         )
 
-    def serial_loop(self, stop: Value, inits: list[Value], body: Any) -> Operation:
+    def serial_loop(self, stop: Value, inits: list[Value], body: Any,
+                    start: Value | None = None) -> Operation:
         block = Block([Value(T.i64, "k")] + [Value(v.type) for v in inits])
         with self.builder.at(block):
             self.builder.create("yield", body(block.args[0], block.args[1:]))
         zero, one = self.constant(0, T.i64), self.constant(1, T.i64)
-        return self.builder.create("for", [zero, stop, one, *inits], {}, [block],
+        return self.builder.create("for", [start or zero, stop, one, *inits], {}, [block],
                                    [v.type for v in inits])
 
     # --- lowering ---------------------------------------------------------------------
@@ -232,7 +291,13 @@ class TensorLowerer:
 
         if not shape:
             return
-        self.parallel_loop([self.value("max", s, self.constant(0, T.i64)) for s in shape], body)
+        extents = [self.value("max", s, self.constant(0, T.i64)) for s in shape]
+
+        def loop() -> list[Value]:
+            self.parallel_loop(extents, body)
+            return []
+
+        self.versions(source, shape, loop, [])
 
     def materialize(self, v: Value, copy: bool = False) -> Value:
         """A new array holding the value of expression ``v`` (or a copy of array ``v``)."""
@@ -242,6 +307,10 @@ class TensorLowerer:
             return v
         if is_expression:
             self.fused.add(v)  # computed element by element into the new array
+            products = [leaf for leaf in self.leaves(v) if leaf in self.deferred]
+            if len(products) == 1 and v.type.ndim == 2 and products[0].type.dtype == v.type.dtype:
+                return self.matmul_with_epilogue(self.deferred.pop(products[0]), v)
+            self.lower_deferred(v)
         t: T.ArrayType = v.type
         shape = self.broadcast_shape(v, t.ndim, "operands could not be broadcast together")
         new = self.value("array_new", *shape, type=T.ArrayType(t.dtype, t.ndim, True), fill="empty")
@@ -274,7 +343,11 @@ class TensorLowerer:
                 return [self.builder.create(combine, [accs[0], value]).result]
 
             extents = [self.value("max", s, self.constant(0, T.i64)) for s in shape]
-            total = self.parallel_loop(extents, accumulate, (combine,), (init,)).result
+
+            def loop() -> list[Value]:
+                return [self.parallel_loop(extents, accumulate, (combine,), (init,)).result]
+
+            (total,) = self.versions(source, shape, loop, [element_t])
             if kind == "mean":
                 count = self.constant(1, T.i64)
                 for s in shape:
@@ -311,11 +384,17 @@ class TensorLowerer:
             self.builder.create("array_store", [out, *store_index, total])
             return []
 
-        self.parallel_loop([self.value("max", s, self.constant(0, T.i64)) for s in outer], body)
+        extents = [self.value("max", s, self.constant(0, T.i64)) for s in outer]
+
+        def loop_rows() -> list[Value]:
+            self.parallel_loop(extents, body)
+            return []
+
+        self.versions(source, shape, loop_rows, [])
         return out
 
     def matmul(self, op: Operation) -> Value:
-        a, b = op.operands
+        a, b = (self.resolve(v) for v in op.operands)
         result_type: T.ArrayType = op.result.type
         scalar = result_type.dtype
         n, inner = self.dims(a)
@@ -341,28 +420,90 @@ class TensorLowerer:
             return out
         m = b_dims[1]
         out = self.value("array_new", n, m, type=result_type, fill="zeros")
+        self.matmul_rows(a, b, out, n, inner, m, scalar)
+        return out
 
-        def rows(ivs: list[Value], accs: list[Value]) -> list[Value]:
-            i = ivs[0]
+    def matmul_with_epilogue(self, product: Operation, expression: Value) -> Value:
+        """``f(a @ b, ...)`` in one loop nest: each block of rows of the product is finished
+        by the elementwise ``f`` while it is still in cache."""
+        a, b = (self.resolve(v) for v in product.operands)
+        n, inner = self.dims(a)
+        b_dims = self.dims(b)
+        ok = self.value("eq", inner, b_dims[0])
+        self.builder.create("raise_shape_error", [ok, inner, b_dims[0]],
+                            {"axis": 0, "what": "matmul: the inner sizes"})
+        m = b_dims[1]
+        out = self.value("array_new", n, m, type=expression.type, fill="zeros")
+        self.mapping[product.result] = out  # the epilogue reads the product from out itself
+        self.check_fits(expression, [n, m], "operands could not be broadcast together")
 
-            def over_k(k: Value, carried: list[Value]) -> list[Value]:
-                aik = self.convert(self.value("array_load", a, i, k), scalar)
-
-                def over_j(j: Value, c: list[Value]) -> list[Value]:
-                    y = self.convert(self.value("array_load", b, k, j), scalar)
-                    current = self.value("array_load", out, i, j)
-                    self.builder.create("array_store", [out, i, j, self.value(
-                        "add", current, self.value("mul", aik, y))])
-                    return []
-
-                self.serial_loop(m, [], over_j)
-                return []
-
-            self.serial_loop(inner, [], over_k)
+        def epilogue(i: Value, j: Value) -> list[Value]:
+            value = self.convert(self.element(expression, [i, j]), expression.type.dtype)
+            self.builder.create("array_store", [out, i, j, value])
             return []
 
-        self.parallel_loop([n], rows)
+        self.matmul_rows(a, b, out, n, inner, m, expression.type.dtype, epilogue)
         return out
+
+    def matmul_rows(self, a: Value, b: Value, out: Value, n: Value, inner: Value, m: Value,
+                    scalar: Any, epilogue: Any = None) -> None:
+        """``out += a @ b``, parallel over blocks of ``MATMUL_ROWS`` rows: each row of ``b``
+        is loaded once per block and used for all its rows (the innermost loop runs along
+        contiguous rows of ``b`` and ``out`` and vectorises). ``epilogue(i, j)`` runs on each
+        finished block row."""
+        rows_per_block = self.constant(MATMUL_ROWS, T.i64)
+        one = self.constant(1, T.i64)
+        blocks = self.value("floordiv", self.value("add", n, self.value("sub", rows_per_block, one)),
+                            rows_per_block)
+
+        def block_rows(ivs: list[Value], accs: list[Value]) -> list[Value]:
+            first = self.value("mul", ivs[0], rows_per_block)
+            last = self.value("min", self.value("add", first, rows_per_block), n)
+
+            def update(ks: list[Value]) -> None:
+                """out[i, :] += sum over ks of a[i, k] * b[k, :], for the block's rows."""
+                def over_i(i: Value, c: list[Value]) -> list[Value]:
+                    coefficients = [self.convert(self.value("array_load", a, i, k), scalar) for k in ks]
+
+                    def over_j(j: Value, cj: list[Value]) -> list[Value]:
+                        total = self.value("array_load", out, i, j)
+                        for k, coefficient in zip(ks, coefficients):
+                            y = self.convert(self.value("array_load", b, k, j), scalar)
+                            total = self.value("add", total, self.value("mul", coefficient, y))
+                        self.builder.create("array_store", [out, i, j, total])
+                        return []
+
+                    self.serial_loop(m, [], over_j)
+                    return []
+
+                self.serial_loop(last, [], over_i, start=first)
+
+            # k in steps of MATMUL_UNROLL: one load and store of out per several products
+            unroll = self.constant(MATMUL_UNROLL, T.i64)
+            whole = self.value("mul", self.value("floordiv", inner, unroll), unroll)
+
+            def over_k_groups(g: Value, carried: list[Value]) -> list[Value]:
+                k0 = self.value("mul", g, unroll)
+                update([k0] + [self.value("add", k0, self.constant(d, T.i64))
+                               for d in range(1, MATMUL_UNROLL)])
+                return []
+
+            self.serial_loop(self.value("floordiv", inner, unroll), [], over_k_groups)
+
+            def over_k(k: Value, carried: list[Value]) -> list[Value]:
+                update([k])
+                return []
+
+            self.serial_loop(inner, [], over_k, start=whole)
+            if epilogue is not None:
+                def finish_row(i: Value, c: list[Value]) -> list[Value]:
+                    self.serial_loop(m, [], lambda j, cj: epilogue(i, j) or [])
+                    return []
+
+                self.serial_loop(last, [], finish_row, start=first)
+            return []
+
+        self.parallel_loop([blocks], block_rows)
 
 
 def run(module: Module, options: Any = None) -> None:
