@@ -29,12 +29,62 @@ class ElementArrayView:
     def __len__(self) -> int:
         return self.shape[0]
 
+    def _selects_element(self, index: Any) -> bool:
+        items = index if isinstance(index, tuple) else (index,)
+        return len(items) == self.ndim and all(
+            isinstance(i, (int, np.integer)) for i in items
+        )
+
     def __getitem__(self, index: Any) -> Any:
-        value = np.array(self.data[index], copy=True)
-        return value.view(Vector if isinstance(self.element, T.VectorType) else Matrix)
+        if self._selects_element(index):  # an element is a value: a copy
+            value = np.array(self.data[index], copy=True)
+            return value.view(Vector if isinstance(self.element, T.VectorType) else Matrix)
+        return ElementArrayView(self.data[index], self.element)  # a view, as in NumPy
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        self.data[index] = value
+        self.data[index] = np.asarray(value)
+
+    # whole-array arithmetic works on the data; augmented assignment is in place
+    def _other(self, other: Any) -> Any:
+        return other.data if isinstance(other, ElementArrayView) else other
+
+    def __add__(self, other: Any) -> Any:
+        return self.data + self._other(other)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        return self.data - self._other(other)
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._other(other) - self.data
+
+    def __mul__(self, other: Any) -> Any:
+        return self.data * self._other(other)
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> Any:
+        return self.data / self._other(other)
+
+    def __neg__(self) -> Any:
+        return -self.data
+
+    def __iadd__(self, other: Any) -> ElementArrayView:
+        self.data += self._other(other)
+        return self
+
+    def __isub__(self, other: Any) -> ElementArrayView:
+        self.data -= self._other(other)
+        return self
+
+    def __imul__(self, other: Any) -> ElementArrayView:
+        self.data *= self._other(other)
+        return self
+
+    def __itruediv__(self, other: Any) -> ElementArrayView:
+        self.data /= self._other(other)
+        return self
 
 
 def run_as_python(kernel: Any, args: tuple) -> Any:

@@ -83,8 +83,10 @@ def test_simulation_close_for_any_thread_count(threads, rng):
     acc = np.zeros_like(pos)
     r1, a1 = _run(1, nbody_step, pos, vel, acc, 0.001, 5)
     rn, an = _run(threads, nbody_step, pos, vel, acc, 0.001, 5)
-    # the per-particle work is identical; only the energy reduction is reassociated
-    assert_same(an, a1)
+    # the per-particle work is the same; but which elements a thread's vectorised loop body
+    # handles (and which its scalar remainder) depends on the chunks, and fast-math may
+    # contract a * b + c into one fused multiply-add in one and not the other: last bits
+    assert_same(an, a1, rtol=1e-6, atol=1e-7)
     assert_same(rn, r1, rtol=1e-5)
 
 

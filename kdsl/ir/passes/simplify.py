@@ -56,8 +56,15 @@ class _Simplifier:
             return None
         if op.name == "if":
             return self.simplify_if(op)
+        if op.name in ("raise_shape_error", "raise_index_error") and self.constants.get(
+            op.operands[-1 if op.name == "raise_index_error" else 0], _NOT_CONSTANT
+        ) is True:
+            return True  # a check that always passes
         if op.name in ("eq", "ne", "lt", "le", "gt", "ge"):
-            self.comparisons[op.result] = (op.name, (op.operands[0], op.operands[1]))
+            left, right = op.operands
+            if left is right and isinstance(left.type, T.ScalarType) and not left.type.is_float:
+                return [self.replace_by_constant(op, op.name in ("eq", "le", "ge"))]
+            self.comparisons[op.result] = (op.name, (left, right))
         if op.regions or not op.results or len(op.results) != 1:
             return None
         values = [self.constants.get(v, _NOT_CONSTANT) for v in op.operands]
@@ -109,6 +116,8 @@ class _Simplifier:
                     return self.forward(op, left)
                 if x is False:
                     return self.forward(op, right)
+                if x is True or y is True:
+                    return [self.replace_by_constant(op, True)]
         if name == "logical_not" and a is not None and a in self.comparisons:
             compared, (left, right) = self.comparisons[a]
             inverse = {"eq": "ne", "ne": "eq", "lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}

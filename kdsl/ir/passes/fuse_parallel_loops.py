@@ -1,0 +1,172 @@
+"""Loop fusion: adjacent parallel loops over the same domain become one loop when no
+iteration of the second depends on another iteration of the first.
+
+A whole-array statement next to a hand-written ``kd.prange`` loop over the same array
+(``for i in kd.prange(n): vel[i] += ...`` then ``pos += dt * vel``) runs as one pass over
+memory. The rule: every pair of accesses, one in each loop and one of them a write, to
+the same array must be at exactly the loops' indices, and not through two different views
+of it. Distinct arrays are assumed not to overlap (as for whole-array assignment). A
+whole-array statement
+comes in two versions (plain indexing when no operand broadcasts, else broadcasting);
+the loop fuses with the plain one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.ops import Trait, lookup
+from kdsl.ir.rewrite import clone_block, remap_operands
+
+_ACCESSES = ("array_load", "array_store", "atomic_rmw")
+
+
+_ORDERED_EFFECTS = ("call", "print", "assert", "raise_index_error", "raise_shape_error",
+                    "array_new")
+
+
+def _accesses(loop: Operation) -> list[tuple[Value, list[Value], bool]]:
+    """(array, indices, is a write) of every memory access in the loop."""
+    out = []
+    for op in loop.regions[0].walk():
+        if op.name == "array_load":
+            out.append((op.operands[0], list(op.operands[1:]), False))
+        elif op.name in ("array_store", "atomic_rmw"):
+            out.append((op.operands[0], list(op.operands[1:-1]), True))
+    return out
+
+
+def _has_ordered_effects(loop: Operation) -> bool:
+    return any(op.name in _ORDERED_EFFECTS for op in loop.regions[0].walk())
+
+
+class _Fuser:
+    def __init__(self, module: Module) -> None:
+        body = module.kernel.body
+        self.definitions = {r: op for op in body.walk() for r in op.results}
+        self.mapping: dict[Value, Value] = {}
+
+    def base(self, array: Value) -> Value:
+        op = self.definitions.get(array)
+        while op is not None and op.name in ("array_view", "array_transpose", "cast"):
+            array = op.operands[0]
+            op = self.definitions.get(array)
+        return array
+
+    def identity(self, indices: list[Value], ivs: list[Value]) -> bool:
+        return len(indices) == len(ivs) and all(i is v for i, v in zip(indices, ivs))
+
+    def legal(self, first: Operation, second: Operation) -> bool:
+        ndim = first.attrs["ndim"]
+        if second.attrs["ndim"] != ndim or any(
+            x is not y for x, y in zip(first.operands[:ndim], second.operands[:ndim])
+        ):
+            return False
+        produced = set(first.results)
+        if any(v in produced for op in second.walk() for v in op.operands):
+            return False  # the second loop reads a reduction of the first
+        if _has_ordered_effects(first) or _has_ordered_effects(second):
+            return False  # prints, errors, allocations keep their order
+        ivs_first = list(first.regions[0].args[:ndim])
+        ivs_second = list(second.regions[0].args[:ndim])
+        accesses_first, accesses_second = _accesses(first), _accesses(second)
+        for array_a, index_a, write_a in accesses_first:
+            for array_b, index_b, write_b in accesses_second:
+                if not (write_a or write_b):
+                    continue
+                if array_a is not array_b:
+                    if self.base(array_a) is not self.base(array_b):
+                        continue  # distinct arrays (arguments are assumed not to overlap)
+                    return False  # two views of one array
+                if not (self.identity(index_a, ivs_first) and self.identity(index_b, ivs_second)):
+                    return False
+        return True
+
+    def fuse(self, first: Operation, second: Operation) -> Operation:
+        ndim = first.attrs["ndim"]
+        a_body, b_body = first.regions[0], second.regions[0]
+        b_clone = clone_block(b_body, {})
+        # the second loop's variables are the first loop's
+        remap = dict(zip(b_clone.args[:ndim], a_body.args[:ndim]))
+        body = Block(list(a_body.args) + list(b_clone.args[ndim:]))
+        a_yield, b_yield = a_body.ops[-1], b_clone.ops[-1]
+        for op in a_body.ops[:-1] + b_clone.ops[:-1]:
+            body.append(op)
+        body.append(Operation("yield", list(a_yield.operands) + list(b_yield.operands), [], {},
+                              None, a_yield.location))
+        remap_operands(body, remap)
+        fused = Operation(
+            "parallel_for",
+            list(first.operands) + list(second.operands[ndim:]),
+            [r.type for r in first.results] + [r.type for r in second.results],
+            {"ndim": ndim, "reductions": tuple(first.attrs["reductions"])
+             + tuple(second.attrs["reductions"])},
+            [body], first.location,
+        )
+        for old, new in zip(list(first.results) + list(second.results), fused.results):
+            self.mapping[old] = new
+        return fused
+
+    def versions(self, op: Operation) -> tuple[Operation, Operation] | None:
+        """The two loops of a whole-array statement's versions, when ``op`` is one."""
+        if op.name != "if" or op.results:
+            return None
+        loops = []
+        for region in op.regions:
+            if len(region.ops) != 2 or region.ops[0].name != "parallel_for":
+                return None
+            loops.append(region.ops[0])
+        return loops[0], loops[1]
+
+    def visit(self, block: Block) -> None:
+        for op in block.ops:
+            for region in op.regions:
+                self.visit(region)
+        ops = list(block.ops)
+        k = 0
+        while k < len(ops):
+            op = ops[k]
+            if op.name != "parallel_for":
+                k += 1
+                continue
+            j = k + 1
+            movable: list[Operation] = []
+            produced = set(op.results)
+            # pure ops and the next statement's shape checks may move in front of the loop
+            # (a shape error then stops the kernel before the loop instead of after it)
+            while j < len(ops) and not ops[j].regions and (
+                lookup(ops[j].name).has(Trait.PURE) or ops[j].name == "raise_shape_error"
+            ) and not any(v in produced for v in ops[j].operands):
+                movable.append(ops[j])
+                j += 1
+            if j >= len(ops):
+                break
+            nxt = ops[j]
+            if nxt.name == "parallel_for" and self.legal(op, nxt):
+                fused = self.fuse(op, nxt)
+                ops[k:j + 1] = movable + [fused]
+                k += len(movable)
+                continue
+            pair = self.versions(nxt)
+            if pair is not None and self.legal(op, pair[0]) and not op.results:
+                direct_block = nxt.regions[0]
+                fused = self.fuse(op, pair[0])
+                direct_block.ops[0] = fused
+                fused.parent = direct_block
+                other = nxt.regions[1]
+                other.ops.insert(0, op)
+                op.parent = other
+                ops[k:j + 1] = movable + [nxt]
+                k += len(movable)
+                continue
+            k += 1
+        block.ops = ops
+        for op in ops:
+            op.parent = block
+
+
+def run(module: Module, options: Any = None) -> None:
+    fuser = _Fuser(module)
+    fuser.visit(module.kernel.body)
+    remap_operands(module.kernel.body, fuser.mapping)
