@@ -8,7 +8,6 @@ import hashlib
 import struct
 import sys
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from kdsl.ir.passes.pipeline import PassOptions, run_pipeline
 from kdsl.runtime import cache
 from kdsl.runtime.arguments import Parameter, check_integer_range, variable_types
 from kdsl.runtime.ndarray_layout import ndarray_offsets
+from kdsl.runtime.options import BuildOptions
 from kdsl.runtime.symbols import ALLOCATIONS
 
 VERSION = "0.1.0"
@@ -38,14 +38,11 @@ _loaded: dict[str, int] = {}
 _load_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
-class BuildOptions:
-    debug: bool = False
-    fastmath: bool = True
 
-    def codegen(self) -> CodegenOptions:
-        flags = ("reassoc", "contract") if self.fastmath else ()
-        return CodegenOptions(fastmath=flags, ndarray_offsets=ndarray_offsets())
+
+def codegen_options(options: BuildOptions) -> CodegenOptions:
+    flags = ("reassoc", "contract") if options.fastmath else ()
+    return CodegenOptions(fastmath=flags, ndarray_offsets=ndarray_offsets())
 
 
 def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
@@ -59,7 +56,7 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
 
 def llvm_ir_text(fn: Any, params: list[Parameter], options: BuildOptions, entry: str) -> tuple[str, Any]:
     module, results = lower_and_optimize(fn, params, options)
-    emitted = emit_kernel(module.kernel, options.codegen(), entry)
+    emitted = emit_kernel(module.kernel, codegen_options(options), entry)
     return str(emitted.module), (emitted, results, written_arguments(module))
 
 

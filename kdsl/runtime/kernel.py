@@ -7,13 +7,14 @@ import functools
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kdsl.frontend.dependencies import Dependencies, scan_dependencies
-from kdsl.frontend.function import parameter_annotations
-from kdsl.frontend.source import read_function
 from kdsl.runtime.arguments import Parameter, argument_key, parameter_for
-from kdsl.runtime.compiler import BuildOptions, CompiledKernel, compile_kernel
+from kdsl.runtime.options import BuildOptions
+
+if TYPE_CHECKING:  # the compiler is imported on first use: import kdsl stays light
+    from kdsl.frontend.dependencies import Dependencies
+    from kdsl.runtime.compiler import CompiledKernel
 
 
 def _debug_default() -> bool:
@@ -76,6 +77,9 @@ class Kernel:
 
     def parameters(self, args: tuple) -> list[Parameter]:
         if self._annotations is None:
+            from kdsl.frontend.function import parameter_annotations
+            from kdsl.frontend.source import read_function
+
             self._annotations = parameter_annotations(self.py_function)
             self._names = [a.arg for a in read_function(self.py_function).tree.args.args]
         assert self._names is not None
@@ -86,6 +90,9 @@ class Kernel:
         return [parameter_for(n, ann, a) for n, ann, a in zip(self._names, self._annotations, args)]
 
     def _specialise(self, args: tuple, key: Any) -> CompiledKernel:
+        from kdsl.frontend.dependencies import scan_dependencies
+        from kdsl.runtime.compiler import compile_kernel
+
         params = self.parameters(args)
         with self._lock:
             deps = scan_dependencies(self.py_function)
@@ -121,6 +128,8 @@ class Kernel:
         return text
 
     def dependencies(self) -> Dependencies:
+        from kdsl.frontend.dependencies import scan_dependencies
+
         return scan_dependencies(self.py_function)
 
 
