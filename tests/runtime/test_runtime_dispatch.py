@@ -7,20 +7,20 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-import kdsl.runtime.kernel as kernel_module
+import kdsl.runtime.compiler as compiler_module
 
 
 @pytest.fixture
 def compilations(monkeypatch):
     """The argument types of every specialisation compiled while the test runs."""
     seen: list[tuple] = []
-    real = kernel_module.compile_kernel
+    real = compiler_module.compile_kernel
 
     def counting(fn, name, params, *rest, **kw):
         seen.append((name, tuple(p.type for p in params)))
         return real(fn, name, params, *rest, **kw)
 
-    monkeypatch.setattr(kernel_module, "compile_kernel", counting)
+    monkeypatch.setattr(compiler_module, "compile_kernel", counting)
     return seen
 
 
