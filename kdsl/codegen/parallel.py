@@ -116,6 +116,8 @@ class ParallelLoops:
 
     def _combine(self, kind: str, t: Any, a: Repr, b: Repr) -> Repr:
         scalar_t = T.element_scalar(t)
+        if scalar_t.is_bool:  # bool + is or, bool * is and (as the frontend lowers them)
+            kind = {"add": "bit_or", "mul": "bit_and"}.get(kind, kind)
         method = getattr(self.scalar, f"op_{kind}")
         if isinstance(t, T.ScalarType):
             return method(scalar_t, a, b)
@@ -259,7 +261,7 @@ class ParallelLoops:
         extents = [self.values[v] for v in op.operands[:ndim]]
         inits = [self.values[v] for v in op.operands[ndim:]]
         types = [r.type for r in op.results]
-        free = [v for v in free_values(body) if v not in op.operands[:ndim]]
+        free = free_values(body)  # the extents too: the body may use them
         nthreads = self._thread_count()
         targets = scatter_targets(body, free)
         copies = self._private_copies(targets, extents, nthreads)

@@ -208,11 +208,24 @@ class ScalarEmitter:
     def op_bit_xor(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
         return self.builder.xor(a, b)
 
+    def _shift_out_of_range(self, b: ir.Value) -> ir.Value:
+        """A shift by the bit width or more (or a negative amount): LLVM leaves it
+        undefined; NumPy shifts every bit out."""
+        return self.builder.icmp_unsigned(">=", b, ir.Constant(b.type, b.type.width))
+
     def op_shl(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
-        return self.builder.shl(a, b)
+        out = self._shift_out_of_range(b)
+        safe = self.builder.select(out, ir.Constant(b.type, 0), b)
+        return self.builder.select(out, ir.Constant(a.type, 0), self.builder.shl(a, safe))
 
     def op_shr(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
-        return self.builder.ashr(a, b) if t.is_signed else self.builder.lshr(a, b)
+        out = self._shift_out_of_range(b)
+        bl = self.builder
+        if t.is_signed:
+            safe = bl.select(out, ir.Constant(b.type, b.type.width - 1), b)
+            return bl.ashr(a, safe)  # all sign bits, as NumPy gives
+        safe = bl.select(out, ir.Constant(b.type, 0), b)
+        return bl.select(out, ir.Constant(a.type, 0), bl.lshr(a, safe))
 
     # --- unary ----------------------------------------------------------------------
 

@@ -136,6 +136,7 @@ def _unannotated(name: str, a: Any) -> Parameter:
     if isinstance(a, bool):
         return Parameter(name, T.bool_, True, "int")
     if isinstance(a, int):
+        check_integer_range(name, T.i64, a)
         return Parameter(name, T.i64, True, "int")
     if isinstance(a, float):
         return Parameter(name, T.f64, True, "float")

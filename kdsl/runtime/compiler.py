@@ -124,7 +124,7 @@ class CompiledKernel:
             else:
                 argtypes.append(ctypes.c_int64)
                 t = p.type
-                if t.is_integer and (t.bits < 64 or not t.is_signed):
+                if t.is_integer:  # Python ints are unbounded: check they fit
                     self.converters.append(functools.partial(check_integer_range, p.name, t))
                 else:
                     self.converters.append(int)

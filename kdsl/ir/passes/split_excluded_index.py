@@ -78,15 +78,20 @@ class _Splitter:
         one = make("constant", [], value=1, type=T.i64)
         lower = make("max", [excluded, start])
         first_stop = make("min", [lower.result, stop])
-        after = make("add", [excluded, one.result])
+        # x + 1 only where x < stop, so that it cannot overflow
+        beyond = make("ge", [excluded, stop], type=T.bool_)
+        capped = make("min", [excluded, stop])
+        after = make("add", [capped.result, one.result])
         lower_after = make("max", [after.result, start])
-        second_start = make("min", [lower_after.result, stop])
+        clamped = make("min", [lower_after.result, stop])
+        second_start = make("select", [beyond.result, stop, clamped.result])
         inits = loop.operands[3:]
         first = self._loop(loop, guard, start, first_stop.result, step, list(inits))
         second = self._loop(loop, guard, second_start.result, stop, step, list(first.results))
         for old, new in zip(loop.results, second.results):
             self.mapping[old] = new
-        return [one, lower, first_stop, after, lower_after, second_start, first, second]
+        return [one, lower, first_stop, beyond, capped, after, lower_after, clamped, second_start,
+                first, second]
 
     def _loop(self, loop: Operation, guard: Operation, start: Value, stop: Value, step: Value,
               inits: list[Value]) -> Operation:
