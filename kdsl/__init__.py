@@ -50,6 +50,7 @@ from kdsl.types import (
     ivec4,
     mat22,
     mat33,
+    mat33d,
     mat44,
     u8,
     u16,
@@ -70,7 +71,7 @@ __all__ = [
     "atomic_add", "atomic_max", "atomic_min", "atomic_sub", "bool_", "ceil", "clamp", "cos",
     "cross", "dot", "empty", "exp", "f32", "f64", "floor", "full", "func", "get_num_threads",
     "i8", "i16", "i32", "i64", "ivec2", "ivec3", "ivec4", "kernel", "length", "log", "mat22",
-    "mat33", "mat44", "max", "mean", "min", "ndrange", "normalize", "ones", "outer", "pow", "prange",
+    "mat33", "mat33d", "mat44", "max", "mean", "min", "ndrange", "normalize", "ones", "outer", "pow", "prange",
     "set_num_threads", "sin", "sqrt", "sum", "tan", "tanh", "transpose", "u8", "u16", "u32", "u64",
     "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros", "zeros_like",
 ]

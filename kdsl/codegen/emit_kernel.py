@@ -46,6 +46,7 @@ class ErrorCode:
     ASSERT = 2
     MEMORY = 3
     SHAPE = 4
+    VALUE = 5
 
 
 @dataclass(frozen=True)
@@ -317,6 +318,13 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         buffer = self._entry_alloca(i64, len(shape))
         for k, size in enumerate(shape):
             self.b.store(size, self.b.gep(buffer, [ir.Constant(i64, k)]))
+        for size in dims:
+            negative = self.b.icmp_signed("<", size, ir.Constant(i64, 0))
+            with self.b.if_then(negative, likely=False):
+                site = self._site(ErrorCode.VALUE, op, "negative dimensions are not allowed")
+                self._report(ErrorCode.VALUE, site, size, None)
+                self.b.ret_void()
+                self.b.position_at_end(self.b.function.append_basic_block("unreachable"))
         scalar_t = T.element_scalar(t.dtype)
         fill_kinds = {"empty": 0, "zeros": 1, "ones": 2, "full": 3}
         fill = ir.Constant(f64, 0.0)
@@ -336,6 +344,11 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         for size in reversed(shape[1:]):
             strides.insert(0, self.b.mul(strides[0], size))
         return [ArrayView(data, shape, strides)]
+
+    def emit_array_null(self, op: Operation) -> list[Repr]:
+        t: T.ArrayType = op.result.type
+        zero = ir.Constant(i64, 0)
+        return [ArrayView(ir.Constant(i8_ptr, None), [zero] * t.full_ndim, [zero] * t.full_ndim)]
 
     def emit_array_dim(self, op: Operation) -> list[Repr]:
         return [self.values[op.operands[0]].shape[op.attrs["axis"]]]
@@ -612,10 +625,11 @@ class KernelEmitter(ParallelLoops, ArrayViews):
     def _store_results(self, values: list[Repr], op: Operation) -> None:
         slot = STATUS_SLOTS
         for v, value in zip(op.operands, values):
-            if isinstance(v.type, T.ArrayType):  # its data pointer identifies it
-                pointer = self.b.ptrtoint(value.data, i64)
-                self.b.store(pointer, self.b.gep(self.status, [ir.Constant(i64, slot)]))
-                slot += 1
+            if isinstance(v.type, T.ArrayType):  # data pointer, sizes and strides: a view
+                parts = [self.b.ptrtoint(value.data, i64), *value.shape, *value.strides]
+                for part in parts:
+                    self.b.store(part, self.b.gep(self.status, [ir.Constant(i64, slot)]))
+                    slot += 1
                 continue
             scalar_t = T.element_scalar(v.type)
             for part in flatten(value):

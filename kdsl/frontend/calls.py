@@ -438,6 +438,11 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
         v = lo.value_of(args[0], node)
         if not isinstance(v.type, T.ScalarType):
             lo.error(f"cannot cast a value of type {v.type} to {fn}", node)
+        literal = lo.builder.known_constants.get(v)
+        if fn.is_integer and type(literal) is int:
+            info = np.iinfo(fn.numpy_dtype)
+            if not info.min <= literal <= info.max:
+                lo.error(f"{literal} does not fit in {fn} [{info.min}, {info.max}]", node)
         return lo.strong(lo.builder.cast(v, fn))
     if isinstance(fn, (T.VectorType, T.MatrixType)):
         return _construct(lo, node, fn, args)
@@ -452,4 +457,10 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
     if getattr(fn, "__kdsl_kernel__", False):
         lo.error(f"kernel '{fn.__name__}' cannot be called from a kernel; make it a @kd.func", node)
     name = getattr(fn, "__name__", repr(fn))
+    module = getattr(fn, "__module__", None) or ""
+    if module.split(".")[0] in ("numpy", "builtins", "math", "kdsl") or module == "" or isinstance(
+        fn, type
+    ):
+        prefix = {"numpy": "np.", "math": "math.", "kdsl": "kd."}.get(module.split(".")[0], "")
+        lo.error(f"'{prefix}{name}' is not supported in kernels", node)
     lo.error(f"'{name}' cannot be called in a kernel: decorate it with @kd.func", node)

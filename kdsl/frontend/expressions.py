@@ -89,6 +89,13 @@ class ExpressionLowering(TensorLowering):
             scalar = T.f64
         elif name == "pow" and scalar.is_bool:
             scalar = T.i64
+        if name == "pow" and scalar.is_integer and isinstance(self._defining_constant(b), int) and (
+            self._defining_constant(b) < 0
+        ):
+            if not weak:
+                self.error("integers to negative integer powers are not allowed (as in NumPy); "
+                           "use a float", node)
+            scalar = T.f64  # Python: 2 ** -1 == 0.5
         elif name in ("add", "sub", "mul", "floordiv", "mod") and scalar.is_bool:
             if weak:  # Python's True + True == 2
                 scalar = T.i64
@@ -260,7 +267,13 @@ class ExpressionLowering(TensorLowering):
         elif then_value.type == else_value.type:
             t, weak = then_value.type, False
         else:
-            self.error(f"branches give different types: {then_value.type} and {else_value.type}", node)
+            from kdsl.frontend.scope import TypeConflict, VariableType, join
+
+            try:
+                t, weak = join(VariableType(then_value.type), VariableType(else_value.type)).type, False
+            except TypeConflict:
+                self.error(f"branches give different types: {then_value.type} and "
+                           f"{else_value.type}", node)
         with self.builder.at(then_block):
             self.builder.create("yield", [self.coerce(then_value, t, node)])
         with self.builder.at(else_block):
@@ -277,7 +290,10 @@ class ExpressionLowering(TensorLowering):
             try:
                 return Static(getattr(base.obj, attr))
             except AttributeError:
-                self.error(f"{base.obj!r} has no attribute '{attr}'", node)
+                owner = getattr(base.obj, "__name__", None) or repr(base.obj)
+                if owner == "kdsl":
+                    owner = "kd"
+                self.error(f"{owner}.{attr} does not exist", node)
         v = self.value_of(base, node)
         t = v.type
         if isinstance(t, T.ArrayType):

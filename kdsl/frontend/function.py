@@ -48,6 +48,8 @@ class FunctionLowering(StatementLowering):
         args = tree.args
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
             self.error("kernels take plain positional parameters only", tree)
+        if args.defaults:
+            self.error("default parameter values are not supported in kernels and funcs", tree)
         for p, vt in zip(args.args, params):
             v = Value(vt.type, p.arg)
             self.body.args.append(v)
@@ -66,6 +68,7 @@ class FunctionLowering(StatementLowering):
         return Function(
             name, self.body, [v.type for v in results], self.is_kernel,
             self.source.location(tree), [a.arg for a in args.args],
+            {"returns_tuple": self.returns_tuple},
         )
 
     def _return_arity(self) -> int:
@@ -112,6 +115,9 @@ class FunctionLowering(StatementLowering):
     def call_func(self, fn: Any, args: list[Any], node: ast.Call) -> Any:
         source = read_function(fn.py_function)
         params = source.tree.args.args
+        if source.tree.args.defaults:
+            self.error(f"{source.name}() has default parameter values, which kernels and funcs "
+                       "do not support", node)
         if len(args) != len(params):
             self.error(f"{source.name}() takes {len(params)} arguments, got {len(args)}", node)
         values = []

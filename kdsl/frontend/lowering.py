@@ -73,6 +73,7 @@ class LoweringBase:
         self.assumptions: list[tuple[str, VariableType]] = []
         self.loop_depth_counter = 0
         self.return_arity: int | None = None
+        self.returns_tuple = False
         self.loaded_counts: Counter[str] = Counter()
         self.local_names: set[str] = set()
 
@@ -152,6 +153,8 @@ class LoweringBase:
             return self.builder.constant(0, t)
         if isinstance(t, (T.VectorType, T.MatrixType)):
             return self.builder.value("splat", self.builder.constant(0, t.element), type=t)
+        if isinstance(t, T.ArrayType):
+            return self.builder.value("array_null", type=t)
         raise TypeError(f"no zero of type {t}")
 
     def coerce(self, v: Value, t: Any, node: ast.AST | None) -> Value:

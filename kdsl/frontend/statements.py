@@ -245,6 +245,7 @@ class StatementLowering(ExpressionLowering):
         else:
             result = self.expr(node.value)
             values = list(result.items) if isinstance(result, TupleValue) else [result]
+            self.returns_tuple = isinstance(result, TupleValue)
         values = [self.value_of(v, node) for v in values]
         if self.return_arity is None:
             self.return_arity = len(values)

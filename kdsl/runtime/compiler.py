@@ -57,7 +57,8 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
 def llvm_ir_text(fn: Any, params: list[Parameter], options: BuildOptions, entry: str) -> tuple[str, Any]:
     module, results = lower_and_optimize(fn, params, options)
     emitted = emit_kernel(module.kernel, codegen_options(options), entry)
-    return str(emitted.module), (emitted, results, written_arguments(module))
+    returns_tuple = module.kernel.attrs.get("returns_tuple", False)
+    return str(emitted.module), (emitted, results, written_arguments(module), returns_tuple)
 
 
 def written_arguments(module: Module) -> list[int]:
@@ -102,7 +103,8 @@ class CompiledKernel:
 
     def __init__(self, name: str, address: int, params: list[Parameter],
                  results: list[VariableType], sites: list[Site], deps: Dependencies,
-                 allocates: bool = True, written: list[int] | None = None) -> None:
+                 allocates: bool = True, written: list[int] | None = None,
+                 returns_tuple: bool = False) -> None:
         self.name = name
         self.params = params
         self.results = results
@@ -132,6 +134,7 @@ class CompiledKernel:
         self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
         self.status_size = STATUS_SLOTS + sum(_slots(r.type) for r in results)
         self.allocates = allocates
+        self.returns_tuple = returns_tuple
         self.written = list(written or [])
         self.passthrough = all(
             p.passing == "object" and not p.trailing_shape for p in params
@@ -161,6 +164,8 @@ class CompiledKernel:
         loc = site.location
         where = f'kernel {self.name}, File "{loc.file}", line {loc.line}'
         line = loc.source_line().strip()
+        if code == ErrorCode.VALUE:
+            raise ValueError(f"{site.detail} (got {index}; {where})" + (f"\n    {line}" if line else ""))
         if code == ErrorCode.SHAPE:
             raise ValueError(f"{site.detail}: sizes {index} and {size} do not match ({where})"
                              + (f"\n    {line}" if line else ""))
@@ -178,8 +183,9 @@ class CompiledKernel:
         slot = STATUS_SLOTS
         for r in self.results:
             if isinstance(r.type, T.ArrayType):
-                values.append(_returned_array(int(status[slot]), made, args))
-                slot += 1
+                count = _slots(r.type)
+                values.append(_returned_array(r.type, status[slot:slot + count], made, args))
+                slot += count
                 continue
             scalar = T.element_scalar(r.type)
             count = T.element_count(r.type)
@@ -194,22 +200,45 @@ class CompiledKernel:
                 values.append(value.item() if r.weak else value)
             else:
                 values.append(parts.reshape(T.element_shape(r.type)))
-        return values[0] if len(values) == 1 else tuple(values)
+        return values[0] if len(values) == 1 and not self.returns_tuple else tuple(values)
 
 
 def _slots(t: Any) -> int:
-    return 1 if isinstance(t, T.ArrayType) else T.element_count(t)
+    return 1 + 2 * t.full_ndim if isinstance(t, T.ArrayType) else T.element_count(t)
 
 
-def _returned_array(pointer: int, made: dict[int, np.ndarray], args: tuple) -> np.ndarray:
-    """A returned array: one the call allocated, or one of its arguments."""
-    if pointer in made:
-        return made[pointer]
+class _ViewOf:
+    """Describes a view of ``base``'s memory to NumPy (and keeps ``base`` alive)."""
+
+    def __init__(self, base: np.ndarray, interface: dict) -> None:
+        self.base = base
+        self.__array_interface__ = interface
+
+
+def _returned_array(t: T.ArrayType, raw: np.ndarray, made: dict[int, np.ndarray],
+                    args: tuple) -> np.ndarray:
+    """A returned array: one the call made, an argument (the same object), or a view of
+    one of those (a NumPy view of the same memory)."""
+    pointer = int(raw[0])
+    n = t.full_ndim
+    shape = tuple(int(x) for x in raw[1:1 + n])
+    strides = tuple(int(x) for x in raw[1 + n:1 + 2 * n])
+    bases = list(made.values())
     for a in args:
         unwrap = getattr(a, "__kdsl_array__", None)
         data = unwrap() if unwrap is not None else a
-        if isinstance(data, np.ndarray) and data.ctypes.data == pointer:
-            return data
+        if isinstance(data, np.ndarray):
+            bases.append(data)
+    for base in bases:
+        if base.ctypes.data == pointer and base.shape == shape and base.strides == strides:
+            return base
+    for base in bases:
+        start = base.ctypes.data + sum(min(0, (d - 1) * s) for d, s in zip(base.shape, base.strides))
+        end = base.ctypes.data + sum(max(0, (d - 1) * s) for d, s in zip(base.shape, base.strides))
+        if start <= pointer <= end + base.itemsize or base.size == 0:
+            interface = {"data": (pointer, not base.flags.writeable), "shape": shape,
+                         "strides": strides, "typestr": base.dtype.str, "version": 3}
+            return np.asarray(_ViewOf(base, interface))
     raise RuntimeError("a kernel returned an array kdsl cannot identify")
 
 
@@ -237,7 +266,8 @@ def compile_kernel(fn: Any, name: str, params: list[Parameter], deps: Dependenci
             _loaded[key], _metadata[key] = _load_or_build(fn, params, options, key)
         address, meta = _loaded[key], _metadata[key]
     return CompiledKernel(name, address, params, meta["results"], meta["sites"], deps,
-                          meta.get("allocates", True), meta.get("written", []))
+                          meta.get("allocates", True), meta.get("written", []),
+                          meta.get("returns_tuple", False))
 
 
 def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
@@ -256,11 +286,11 @@ def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
             return cpu.load_object_in_jit(path.read_bytes(), entry, init, hook_table()), meta
         except (OSError, AttributeError, RuntimeError):
             pass  # unreadable or incomplete: compile afresh below
-    text, (emitted, results, written) = llvm_ir_text(fn, params, options, entry)
+    text, (emitted, results, written, returns_tuple) = llvm_ir_text(fn, params, options, entry)
     code = cpu.emit_object(cpu.optimize(text))
     library = cpu.link_shared_library(code)
     meta = {"sites": emitted.sites, "results": results, "allocates": emitted.allocates,
-            "written": written,
+            "written": written, "returns_tuple": returns_tuple,
             "format": "object" if library is None else "shared"}
     stored = cache.store(key, code if library is None else library, meta)
     if library is None:

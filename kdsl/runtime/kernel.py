@@ -127,6 +127,11 @@ class Kernel:
             return str(optimize(text))
         return text
 
+    def ptx(self, *args: Any) -> str:
+        """PTX for NVIDIA GPUs: not available in this build (CPU only)."""
+        raise NotImplementedError("this build of kdsl has no CUDA backend: kernel.ptx() and "
+                                  "device='cuda' are not available")
+
     def dependencies(self) -> Dependencies:
         from kdsl.frontend.dependencies import scan_dependencies
 

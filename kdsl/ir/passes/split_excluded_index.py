@@ -84,7 +84,7 @@ class _Splitter:
         after = make("add", [capped.result, one.result])
         lower_after = make("max", [after.result, start])
         clamped = make("min", [lower_after.result, stop])
-        second_start = make("select", [beyond.result, stop, clamped.result])
+        second_start = make("select", [beyond.result, stop, clamped.result], type=T.i64)
         inits = loop.operands[3:]
         first = self._loop(loop, guard, start, first_stop.result, step, list(inits))
         second = self._loop(loop, guard, second_start.result, stop, step, list(first.results))
