@@ -160,28 +160,42 @@ def _plain(a: Any) -> Any:
     return unwrap() if unwrap is not None else a
 
 
+def _reduction_axes(a: Any, axis: Any) -> tuple[Any, Any]:
+    """An array of vectors reduces over its indexed axes only (a vec3 per sum)."""
+    element = getattr(a, "element", None)
+    if element is not None and hasattr(a, "data"):  # the plain-Python view of such an array
+        if axis is None:
+            return a.data, tuple(range(a.ndim))
+        return a.data, axis
+    return _plain(a), axis
+
+
 def min(a: Any, b: Any = _NO_VALUE, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
     """``kd.min(a, b)``: the elementwise minimum; ``kd.min(a, axis=None)``: a reduction."""
     if b is _NO_VALUE:
-        return np.min(_plain(a), axis=axis, keepdims=keepdims)
+        data, axes = _reduction_axes(a, axis)
+        return np.min(data, axis=axes, keepdims=keepdims)
     return np.minimum(a, b)
 
 
 def max(a: Any, b: Any = _NO_VALUE, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
     """``kd.max(a, b)``: the elementwise maximum; ``kd.max(a, axis=None)``: a reduction."""
     if b is _NO_VALUE:
-        return np.max(_plain(a), axis=axis, keepdims=keepdims)
+        data, axes = _reduction_axes(a, axis)
+        return np.max(data, axis=axes, keepdims=keepdims)
     return np.maximum(a, b)
 
 
 def sum(a: Any, axis: Any = None, keepdims: bool = False) -> Any:  # noqa: A001
     """The sum over all axes or one (NumPy's ``np.sum``)."""
-    return np.sum(_plain(a), axis=axis, keepdims=keepdims)
+    data, axes = _reduction_axes(a, axis)
+    return np.sum(data, axis=axes, keepdims=keepdims)
 
 
 def mean(a: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """The mean over all axes or one (NumPy's ``np.mean``)."""
-    return np.mean(_plain(a), axis=axis, keepdims=keepdims)
+    data, axes = _reduction_axes(a, axis)
+    return np.mean(data, axis=axes, keepdims=keepdims)
 
 
 def clamp(x: Any, lo: Any, hi: Any) -> Any:

@@ -31,7 +31,15 @@ class ArrayViews:
         zero, one, minus_one = (ir.Constant(i64, v) for v in (0, 1, -1))
         if step is None:  # the common case stays constant: strides stay known
             return self._forward_slice(size, start, stop)
-        step = b.select(b.icmp_signed("==", step, zero), one, step)  # NumPy raises; we clamp
+        is_zero = b.icmp_signed("==", step, zero)
+        with b.if_then(is_zero, likely=False):
+            from kdsl.codegen.emit_kernel import ErrorCode
+
+            site = self._site(ErrorCode.VALUE, self.current_op, "slice step cannot be zero")
+            self._report(ErrorCode.VALUE, site, step, None)
+            b.ret_void()
+            b.position_at_end(b.function.append_basic_block("unreachable"))
+        step = b.select(is_zero, one, step)
         forward = b.icmp_signed(">", step, zero)
 
         def clamp(value: ir.Value | None, default_forward: ir.Value,
@@ -72,6 +80,7 @@ class ArrayViews:
         return first, length, ir.Constant(i64, 1)
 
     def emit_array_view(self, op: Operation) -> list[Repr]:
+        self.current_op = op
         view: ArrayView = self.values[op.operands[0]]
         source_t: T.ArrayType = op.operands[0].type
         params = iter(self.values[v] for v in op.operands[1:])
@@ -112,6 +121,17 @@ class ArrayViews:
         shape = view.shape[:ndim][::-1] + view.shape[ndim:]
         strides = view.strides[:ndim][::-1] + view.strides[ndim:]
         return [ArrayView(view.data, shape, strides)]
+
+    def emit_raise_value_error(self, op: Operation) -> list[Repr]:
+        from kdsl.codegen.emit_kernel import ErrorCode
+
+        ok, value = (self.values[v] for v in op.operands)
+        site = self._site(ErrorCode.VALUE, op, op.attrs.get("what", ""))
+        with self.b.if_then(self.b.xor(ok, ir.Constant(ir.IntType(1), 1)), likely=False):
+            self._report(ErrorCode.VALUE, site, value, None)
+            self.b.ret_void()
+            self.b.position_at_end(self.b.function.append_basic_block("unreachable"))
+        return []
 
     def emit_raise_shape_error(self, op: Operation) -> list[Repr]:
         from kdsl.codegen.emit_kernel import ErrorCode

@@ -146,6 +146,11 @@ def _pow(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
 def _atan2(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _arity(lo, node, args, 2, "atan2")
     a, b = _values(lo, node, args)
+    if is_array(a) or is_array(b):
+        common = lo._common_element([a, b], node)
+        if not T.element_scalar(common).is_float:
+            common = T.with_element_scalar(common, T.f64)
+        return lo.tensor_map("atan2", [a, b], common, common, node)
     if not T.element_scalar(a.type).is_float and not T.element_scalar(b.type).is_float:
         a = lo.mark_weak(lo.coerce(a, T.f64, node), lo.is_weak(a))
     result = lo.binary("atan2", a, b, node)

@@ -13,6 +13,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from kdsl import builtins as kb
 from kdsl import types as T
 from kdsl.frontend.analysis import (
@@ -122,8 +124,9 @@ class StatementLowering(ExpressionLowering):
             if isinstance(base.type, T.ArrayType):
                 if self.selects_view(base.type, target.slice):  # c[1:-1] += x, in place
                     view = self.array_view(base, target.slice, target)
-                    self.tensor_assign(view, self.binary(op_name, view, self.value(node.value), node),
-                                       node)
+                    result = self.binary(op_name, view, self.value(node.value), node)
+                    self.check_in_place(view, result, node)
+                    self.tensor_assign(view, result, node)
                     return
                 self.array_update(base, target, op_name, self.value(node.value), node)
                 return
@@ -132,10 +135,19 @@ class StatementLowering(ExpressionLowering):
         else:
             current = self.value(target)
         if is_array(current):  # pos += dt * vel updates the array in place, as in NumPy
-            self.tensor_assign(current, self.binary(op_name, current, self.value(node.value), node),
-                               node)
+            result = self.binary(op_name, current, self.value(node.value), node)
+            self.check_in_place(current, result, node)
+            self.tensor_assign(current, result, node)
             return
         self.store(target, self.binary(op_name, current, self.value(node.value), node), node)
+
+    def check_in_place(self, dest: Value, result: Value, node: ast.AST) -> None:
+        """NumPy refuses an in-place update that would need an unsafe cast (int += float)."""
+        source = T.element_scalar(result.type.dtype if is_array(result) else result.type)
+        target = T.element_scalar(dest.type.dtype)
+        if not np.can_cast(source.numpy_dtype, target.numpy_dtype, "same_kind"):
+            self.error(f"cannot update an array of {target} in place with {source} values "
+                       "(as in NumPy); cast explicitly", node)
 
     def array_update(
         self, array: Value, target: ast.Subscript, op_name: str, value: Value, node: ast.AST

@@ -77,7 +77,8 @@ class TensorLowering(LoweringBase):
 
     def tensor_unary(self, fn: str, v: Value, node: ast.AST) -> Value:
         element = v.type.dtype
-        if fn in ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh", "floor", "ceil") and not (
+        # NumPy 2 keeps an integer array's dtype for floor and ceil
+        if fn in ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh") and not (
             T.element_scalar(element).is_float
         ):
             element = T.with_element_scalar(element, T.f64)

@@ -318,6 +318,8 @@ register(OpDef(
 ))
 register(OpDef("tensor_assign", Trait.SIDE_EFFECT, _none, doc="dest[...] = src, broadcast"))
 register(OpDef("tensor_matmul", Trait.NONE, _from_attr("type"), doc="a @ b, 2-D by 2-D or 1-D"))
+register(OpDef("raise_value_error", Trait.SIDE_EFFECT, _none,
+               doc="operands ok, the offending value; attrs what"))
 register(OpDef("raise_shape_error", Trait.SIDE_EFFECT, _none,
                doc="operands ok, size, other size; attrs axis, what"))
 

@@ -6,7 +6,8 @@ from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import Trait, lookup
 
 _EFFECT_OPS = frozenset({"array_store", "atomic_rmw", "print", "assert", "call",
-                         "raise_index_error", "return"})
+                         "raise_index_error", "raise_shape_error", "raise_value_error",
+                         "tensor_assign", "return"})
 
 
 def has_side_effects(op: Operation) -> bool:

@@ -38,8 +38,18 @@ def _shape(shape: Any) -> tuple[int, ...]:
     return (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
 
 
-class DeviceArray:
-    """An array on a device; on the CPU, a view of a NumPy array shared with kernels."""
+class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
+    """An array on a device; on the CPU, a view of a NumPy array shared with kernels.
+    Arithmetic works as on NumPy arrays (and gives NumPy arrays)."""
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        def plain(x: Any) -> Any:
+            return x._data if isinstance(x, DeviceArray) else x
+
+        inputs = tuple(plain(x) for x in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(plain(x) for x in kwargs["out"])
+        return getattr(ufunc, method)(*inputs, **kwargs)
 
     def __init__(self, data: np.ndarray, device: str = "cpu") -> None:
         self._data = data

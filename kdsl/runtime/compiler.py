@@ -229,13 +229,17 @@ def _returned_array(t: T.ArrayType, raw: np.ndarray, made: dict[int, np.ndarray]
         data = unwrap() if unwrap is not None else a
         if isinstance(data, np.ndarray):
             bases.append(data)
+    dtype = T.element_scalar(t.dtype).numpy_dtype
+    bases = [b for b in bases if b.dtype == dtype]
     for base in bases:
         if base.ctypes.data == pointer and base.shape == shape and base.strides == strides:
             return base
+    if any(s == 0 for s in shape):  # empty: no memory to share
+        return np.empty(shape, dtype)
     for base in bases:
         start = base.ctypes.data + sum(min(0, (d - 1) * s) for d, s in zip(base.shape, base.strides))
         end = base.ctypes.data + sum(max(0, (d - 1) * s) for d, s in zip(base.shape, base.strides))
-        if start <= pointer <= end + base.itemsize or base.size == 0:
+        if start <= pointer <= end + base.itemsize:
             interface = {"data": (pointer, not base.flags.writeable), "shape": shape,
                          "strides": strides, "typestr": base.dtype.str, "version": 3}
             return np.asarray(_ViewOf(base, interface))

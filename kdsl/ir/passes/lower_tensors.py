@@ -335,6 +335,13 @@ class TensorLowerer:
         scalar = T.element_scalar(element_t)
         ndim = source.type.ndim
         shape = self.broadcast_shape(source, ndim, "operands could not be broadcast together")
+        if kind in ("min", "max"):  # NumPy: a zero-size array has no minimum
+            count = self.constant(1, T.i64)
+            for size in shape:
+                count = self.value("mul", count, size)
+            nonempty = self.value("gt", count, self.constant(0, T.i64))
+            self.builder.create("raise_value_error", [nonempty, count], {
+                "what": f"zero-size array to reduction operation {kind} which has no identity"})
         if axis is None or ndim == 1:
             init = self.convert(self._identity(combine, scalar), element_t)
 
