@@ -317,3 +317,102 @@ def test_galaxy_splat_matches_its_python_reference(galaxy: ModuleType) -> None:
     galaxy.splat(pos, ids, camera, 4.0, density)
     galaxy.splat.python(pos, ids, camera, 4.0, ref_density)
     np.testing.assert_allclose(density, ref_density, rtol=1e-5, atol=1e-6)
+
+
+# --- stable fluids --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fluids() -> ModuleType:
+    return load_gallery_module("stable_fluids")
+
+
+def staggered_divergence(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Divergence (times the cell size) of each inner cell of a staggered grid, float64."""
+    u, v = u.astype(np.float64), v.astype(np.float64)
+    return u[1:, 1:-1] - u[:-1, 1:-1] + v[1:-1, 1:] - v[1:-1, :-1]
+
+
+def corner_curl(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Vorticity (times the cell size) at the inner cell corners, float64."""
+    u, v = u.astype(np.float64), v.astype(np.float64)
+    return (v[2:-1, 1:-1] - v[1:-2, 1:-1]) - (u[1:-1, 2:-1] - u[1:-1, 1:-2])
+
+
+def random_flow(fluids: ModuleType, nx: int, ny: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A random velocity on an ``nx x ny`` staggered grid, nothing through the walls."""
+    rng = np.random.default_rng(seed)
+    u, v, _, _ = fluids.make_grid(nx, ny)
+    u[1:-1, 1:-1] = rng.normal(size=(nx - 1, ny))
+    v[1:-1, 1:-1] = rng.normal(size=(nx, ny - 1))
+    return u, v
+
+
+def test_fluids_projection_removes_divergence(fluids: ModuleType) -> None:
+    """One projection (Jacobi from zero pressure, then the gradient subtracted) leaves a
+    tiny fraction of the divergence and changes the flow by a gradient only: the
+    vorticity stays as it was."""
+    nx, ny = 24, 20                                   # not square: the axes stay apart
+    u, v = random_flow(fluids, nx, ny, seed=7)
+    u_before, v_before = u.copy(), v.copy()
+    before, after = fluids.project_velocity(u, v, 1500)
+
+    div_before = staggered_divergence(u_before, v_before)
+    div_after = staggered_divergence(u, v)
+    assert float(before) == pytest.approx(np.abs(div_before).max(), rel=1e-5)
+    assert float(after) == pytest.approx(np.abs(div_after).max(), rel=1e-3, abs=1e-6)
+    assert float(after) < 1e-3 * float(before)
+    assert np.sqrt(np.mean(div_after**2)) < 1e-3 * np.sqrt(np.mean(div_before**2))
+    # nothing flows through the walls
+    assert np.all(u[0] == 0) and np.all(u[-1] == 0)
+    assert np.all(v[:, 0] == 0) and np.all(v[:, -1] == 0)
+    # a gradient has no curl: the vorticity inside is unchanged
+    np.testing.assert_allclose(corner_curl(u, v), corner_curl(u_before, v_before), atol=1e-4)
+    # a second projection has (almost) nothing left to remove
+    first_change = max(np.abs(u - u_before).max(), np.abs(v - v_before).max())
+    u_again, v_again = u.copy(), v.copy()
+    fluids.project_velocity(u_again, v_again, 1500)
+    second_change = max(np.abs(u_again - u).max(), np.abs(v_again - v).max())
+    assert first_change > 0.5 and second_change < 1e-2 * first_change
+
+
+def test_fluids_few_jacobi_iterations_still_reduce_divergence(fluids: ModuleType) -> None:
+    """As in one time step of the simulation: 40 sweeps from zero pressure."""
+    u, v = random_flow(fluids, 64, 64, seed=8)
+    before, after = fluids.project_velocity(u, v, 40)
+    assert float(after) < 0.1 * float(before)
+
+
+def test_fluids_simulation_stays_bounded(fluids: ModuleType) -> None:
+    n = 48
+    u, v, dye, stats = fluids.run(n, 120, dt=0.02)
+    assert np.all(np.isfinite(u)) and np.all(np.isfinite(v)) and np.all(np.isfinite(stats))
+    # advection interpolates, so the dye stays between 0 and the sources' densities
+    assert dye.min() >= 0.0 and dye.max() <= 1.0 + 1e-5
+    assert stats[-1, 2] == pytest.approx(dye[1:-1, 1:-1].sum(dtype=np.float64), rel=1e-4)
+    assert stats[-1, 2] > 10.0                        # the sources did inject dye
+    assert np.abs(u).max() > 0.05 * n                 # and set the fluid moving
+    # with the last step's pressure as the first guess, projections remove nearly all
+    ratio = stats[:, 1] / stats[:, 0]
+    assert ratio[len(ratio) // 2:].max() < 0.01
+    np.testing.assert_allclose(stats[-1, 1], np.abs(staggered_divergence(u, v)).max(),
+                               rtol=1e-3, atol=1e-6)
+
+
+def test_fluids_kernel_matches_its_python_reference(fluids: ModuleType) -> None:
+    n = 16
+    sources = fluids.default_sources(n, 0.6)
+    sources[:, fluids.SRADIUS] = 3.0                  # wide enough to reach cells of a tiny grid
+    results = []
+    for simulate in (fluids.simulate, fluids.simulate.python):
+        u, v, dye, p = fluids.make_grid(n, n)
+        stats = np.zeros((3, 3), np.float32)
+        simulate(u, v, dye, p, sources, 0.05, 1.0 * n, 0.35, 0.1, 40, 3, stats)
+        results.append((u, v, dye, p, stats))
+    (u, v, dye, p, stats), (ref_u, ref_v, ref_dye, ref_p, ref_stats) = results
+    assert np.abs(ref_u).max() > 1.0 and ref_dye.max() > 0.5     # something happened
+    np.testing.assert_allclose(u, ref_u, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(v, ref_v, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dye, ref_dye, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(p, ref_p, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(stats, ref_stats, rtol=1e-4, atol=1e-5)

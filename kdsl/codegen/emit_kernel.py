@@ -345,6 +345,12 @@ class KernelEmitter(ParallelLoops, ArrayViews):
             strides.insert(0, self.b.mul(strides[0], size))
         return [ArrayView(data, shape, strides)]
 
+    def emit_array_free(self, op: Operation) -> list[Repr]:
+        view: ArrayView = self.values[op.operands[0]]
+        token = self.b.ptrtoint(self.status, i64)
+        self.b.call(self.hooks.load(self.b, "release"), [token, view.data])
+        return []
+
     def emit_array_null(self, op: Operation) -> list[Repr]:
         t: T.ArrayType = op.result.type
         zero = ir.Constant(i64, 0)

@@ -21,8 +21,11 @@ HOOK_TYPES: dict[str, ir.FunctionType] = {
     "num_threads": ir.FunctionType(i32, []),
     # allocate(call token, scalar type code, ndim, shape*, fill kind, fill value) -> data
     "allocate": ir.FunctionType(i8_ptr, [i64, i32, i32, i64.as_pointer(), i32, f64]),
+    # release(call token, data): the array is not used any more
+    "release": ir.FunctionType(void, [i64, i8_ptr]),
 }
-HOOK_ORDER = ("print", "parallel", "thread_num", "num_threads", "requested_threads", "allocate")
+HOOK_ORDER = ("print", "parallel", "thread_num", "num_threads", "requested_threads", "allocate",
+              "release")
 
 
 @dataclass

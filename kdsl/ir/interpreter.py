@@ -153,6 +153,27 @@ class Interpreter:
 
     # --- arrays ---------------------------------------------------------------------
 
+    def op_array_new(self, op: Operation, args: list, env: dict) -> list:
+        t = op.result.type
+        shape = tuple(int(a) for a in args[:t.ndim]) + T.element_shape(t.dtype)
+        dtype = T.element_scalar(t.dtype).numpy_dtype
+        fill = {"empty": 0, "zeros": 0, "ones": 1}.get(op.attrs["fill"])
+        value = args[t.ndim] if fill is None else fill
+        return [np.full(shape, value, dtype=dtype)]
+
+    def op_array_free(self, op: Operation, args: list, env: dict) -> list:
+        return []
+
+    def op_raise_shape_error(self, op: Operation, args: list, env: dict) -> list:
+        if not args[0]:
+            raise InterpreterError(f"{op.attrs.get('what', '')}: sizes {args[1]} and {args[2]}")
+        return []
+
+    def op_raise_value_error(self, op: Operation, args: list, env: dict) -> list:
+        if not args[0]:
+            raise InterpreterError(op.attrs.get("what", ""))
+        return []
+
     def op_array_dim(self, op: Operation, args: list, env: dict) -> list:
         return [np.int64(args[0].shape[op.attrs["axis"]])]
 

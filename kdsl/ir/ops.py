@@ -289,6 +289,8 @@ register(OpDef(
     doc="a new C-contiguous array; operands: the size of each axis, then the fill value "
         "when attrs.fill is 'full'",
 ))
+register(OpDef("array_free", Trait.SIDE_EFFECT, _none,
+               doc="releases an array made by array_new that nothing uses any more"))
 register(OpDef("array_null", PURE, _from_attr("type"),
                doc="an array value that is never read (a return value before any return)"))
 register(OpDef("array_dim", PURE, lambda ts, a: [T.i64], doc="size of axis attrs.axis"))

@@ -24,6 +24,7 @@ _REGION_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _PARALLEL_T = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32,
                                ctypes.c_uint32)
 _INT_T = ctypes.CFUNCTYPE(ctypes.c_int32)
+_RELEASE_T = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)
 _ALLOCATE_T = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_int32,
                                ctypes.POINTER(ctypes.c_int64), ctypes.c_int32, ctypes.c_double)
 _keep_alive: list[Any] = []
@@ -103,6 +104,11 @@ def _allocate(token: int, type_code: int, ndim: int, shape: Any, fill: int, valu
     return pointer
 
 
+def _release(token: int, pointer: int) -> None:
+    with ALLOCATIONS.lock:
+        ALLOCATIONS.by_call.get(token, {}).pop(pointer or 0, None)
+
+
 def _serial_parallel(fn: int, data: int, n: int, flags: int) -> None:
     _REGION_T(fn)(data)
 
@@ -136,8 +142,10 @@ def hook_table() -> ctypes.Array:
         _keep_alive.extend(fallbacks)
         openmp = [_address(f) for f in fallbacks]
     allocator = _ALLOCATE_T(_allocate)
-    _keep_alive.append(allocator)
-    pointers = [_address(printer), *openmp, ctypes.addressof(NUM_THREADS), _address(allocator)]
+    releaser = _RELEASE_T(_release)
+    _keep_alive.extend([allocator, releaser])
+    pointers = [_address(printer), *openmp, ctypes.addressof(NUM_THREADS), _address(allocator),
+                _address(releaser)]
     table = (ctypes.c_void_p * len(pointers))(*pointers)
     _table.append(table)
     return table

@@ -11,6 +11,7 @@ from kdsl.ir.passes import (
     cse,
     dead_code,
     demote_atomics,
+    free_temporaries,
     fuse_parallel_loops,
     inline_funcs,
     lower_tensors,
@@ -52,6 +53,7 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("cse-late", cse.run),
     Pass("simplify-late", simplify.run),
     Pass("dce-late", dead_code.run),
+    Pass("free-temporaries", free_temporaries.run),
 )
 
 STAGES = ("frontend",) + tuple(p.name for p in PIPELINE) + ("optimized",)

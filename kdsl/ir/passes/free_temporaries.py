@@ -1,0 +1,54 @@
+"""Freeing temporaries: an array made inside a loop body (a materialised whole-array
+value, a ``kd.zeros`` there) is released at the end of the body when it cannot escape it,
+so that a time loop does not hold one array per iteration until the call returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdsl.ir.core import Block, Module, Operation, Value
+
+_VIEWS = ("array_view", "array_transpose", "cast")
+_ESCAPES = ("yield", "return", "condition", "call")
+
+
+def _escapes(array: Value, users: dict[Value, list[Operation]]) -> bool:
+    """Whether the array (or a view of it) leaves the block it was made in."""
+    pending, seen = [array], {array}
+    while pending:
+        value = pending.pop()
+        for user in users.get(value, []):
+            if user.name in _ESCAPES:
+                return True
+            if user.name in _VIEWS or user.name == "select":
+                for r in user.results:
+                    if r not in seen:
+                        seen.add(r)
+                        pending.append(r)
+    return False
+
+
+def _visit(block: Block, users: dict[Value, list[Operation]], top: bool) -> None:
+    for op in block.ops:
+        for region in op.regions:
+            _visit(region, users, False)
+    if top:
+        return  # arrays of the call itself are released when it returns
+    frees = [
+        Operation("array_free", [op.result], [], {}, None, op.location)
+        for op in block.ops if op.name == "array_new" and not _escapes(op.result, users)
+    ]
+    if frees:
+        terminator = block.ops[-1] if block.ops and block.ops[-1].name in _ESCAPES else None
+        body = block.ops[:-1] if terminator is not None else block.ops
+        block.ops = body + frees + ([terminator] if terminator is not None else [])
+        for op in frees:
+            op.parent = block
+
+
+def run(module: Module, options: Any = None) -> None:
+    users: dict[Value, list[Operation]] = {}
+    for op in module.kernel.walk():
+        for v in op.operands:
+            users.setdefault(v, []).append(op)
+    _visit(module.kernel.body, users, True)
