@@ -277,7 +277,8 @@ class TensorLowerer:
     def assign(self, dest: Value, source: Value, check: bool = True) -> None:
         dest_base = _base(dest, self.definitions)
         overlapping = [leaf for leaf in self.leaves(source)
-                       if leaf is not dest and _base(leaf, self.definitions) is dest_base]
+                       if leaf is not dest and _base(leaf, self.definitions) is dest_base
+                       and not self._disjoint_rows(leaf, dest)]
         if overlapping:  # read everything before writing anything, as NumPy does
             source = self.materialize(source, copy=True)
         shape = self.dims(dest)
@@ -298,6 +299,24 @@ class TensorLowerer:
             return []
 
         self.versions(source, shape, loop, [])
+
+    def _disjoint_rows(self, a: Value, b: Value) -> bool:
+        """Views of one array at two different constant indices of its first axis
+        (``a[0, 1:-1]`` and ``a[1, 1:-1]``) share no element."""
+        ops = [self.definitions.get(v) for v in (a, b)]
+        if any(op is None or op.name != "array_view" for op in ops):
+            return False
+        first, second = ops
+        assert first is not None and second is not None
+        if first.operands[0] is not second.operands[0]:
+            return False
+        if first.attrs["spec"][0] != ("index",) or second.attrs["spec"][0] != ("index",):
+            return False
+        indices = [self.definitions.get(op.operands[1]) for op in (first, second)]
+        if any(i is None or i.name != "constant" for i in indices):
+            return False
+        x, y = (i.attrs["value"] for i in indices)  # type: ignore[union-attr]
+        return (x >= 0) == (y >= 0) and x != y
 
     def materialize(self, v: Value, copy: bool = False) -> Value:
         """A new array holding the value of expression ``v`` (or a copy of array ``v``)."""
