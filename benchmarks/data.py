@@ -19,6 +19,10 @@ def uniform(n: int, gen: np.random.Generator) -> np.ndarray:
     return gen.random(n, dtype=np.float32)
 
 
+def normal(shape: tuple[int, ...], gen: np.random.Generator, scale: float = 1.0) -> np.ndarray:
+    return (gen.standard_normal(shape, dtype=np.float32) * np.float32(scale)).astype(np.float32)
+
+
 def lattice_positions(n: int, jitter: float = 0.05) -> np.ndarray:
     """``n`` particles on a jittered cubic lattice, as an ``(n, 3)`` float32 array."""
     side = math.ceil(round(n ** (1.0 / 3.0), 6))

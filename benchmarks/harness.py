@@ -19,6 +19,11 @@ class Config:
     jacobi_iters: int
     particles: int
     grid_n: int
+    softmax_rows: int  # softmax of a (rows, cols) array, row by row
+    softmax_cols: int
+    mlp_batch: int  # MLP: x is (batch, width), w1 and w2 (width, width)
+    mlp_width: int
+    matmul_n: int  # (n, n) @ (n, n)
     repeats: int  # timed runs after the warm-up (fewer when a run is slow, see best_of)
     budget_s: float  # a side stops repeating once its timed runs have used this long
     probes: int  # fresh processes per compile-time measurement (the best one counts)
@@ -33,6 +38,11 @@ class Config:
             jacobi_iters=100,
             particles=10**6,
             grid_n=256,
+            softmax_rows=4096,
+            softmax_cols=1024,
+            mlp_batch=4096,
+            mlp_width=256,
+            matmul_n=1024,
             repeats=20,
             budget_s=2.0,
             probes=3,
@@ -48,6 +58,11 @@ class Config:
             jacobi_iters=20,
             particles=10**5,
             grid_n=256,
+            softmax_rows=512,
+            softmax_cols=1024,
+            mlp_batch=512,
+            mlp_width=256,
+            matmul_n=256,
             repeats=3,
             budget_s=0.5,
             probes=1,

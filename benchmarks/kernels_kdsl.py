@@ -93,3 +93,67 @@ def trivial(a: kd.Array[kd.f32], b: kd.Array[kd.f32], c: kd.Array[kd.f32]):
 def trivial_parallel(a: kd.Array[kd.f32], b: kd.Array[kd.f32], c: kd.Array[kd.f32]):
     for i in kd.prange(c.shape[0]):
         c[i] = a[i] + b[i]
+
+
+# --- 7. tensor expressions (API.md section 7), each next to the same computation written
+# by hand with kd.prange, so that the table shows what the tensor form costs -------------
+
+
+@kd.kernel
+def chain_tensor(
+    a: kd.Array[kd.f32], b: kd.Array[kd.f32], c: kd.Array[kd.f32], out: kd.Array[kd.f32]
+):
+    out[:] = kd.sqrt(a * b + c) * 0.5 - a
+
+
+@kd.kernel
+def chain_loop(
+    a: kd.Array[kd.f32], b: kd.Array[kd.f32], c: kd.Array[kd.f32], out: kd.Array[kd.f32]
+):
+    for i in kd.prange(out.shape[0]):
+        out[i] = kd.sqrt(a[i] * b[i] + c[i]) * 0.5 - a[i]
+
+
+@kd.kernel
+def jacobi_slices(a: kd.Array[kd.f32, 2], b: kd.Array[kd.f32, 2], iters: kd.i32):
+    src = a
+    dst = b
+    for _ in range(iters):
+        dst[1:-1, 1:-1] = 0.25 * (src[:-2, 1:-1] + src[2:, 1:-1] + src[1:-1, :-2] + src[1:-1, 2:])
+        src, dst = dst, src
+
+
+@kd.kernel
+def softmax_tensor(x: kd.Array[kd.f32, 2], out: kd.Array[kd.f32, 2]):
+    m = kd.max(x, axis=1, keepdims=True)
+    e = kd.exp(x - m)
+    out[:] = e / kd.sum(e, axis=1, keepdims=True)
+
+
+@kd.kernel
+def softmax_loop(x: kd.Array[kd.f32, 2], out: kd.Array[kd.f32, 2]):
+    n = x.shape[1]
+    for i in kd.prange(x.shape[0]):
+        m = x[i, 0]
+        for j in range(1, n):
+            m = max(m, x[i, j])
+        s = 0.0
+        for j in range(n):
+            e = kd.exp(x[i, j] - m)
+            out[i, j] = e
+            s += e
+        inv = 1.0 / s
+        for j in range(n):
+            out[i, j] = out[i, j] * inv
+
+
+@kd.kernel
+def mlp(
+    x: kd.Array[kd.f32, 2], w1: kd.Array[kd.f32, 2], b1: kd.Array[kd.f32], w2: kd.Array[kd.f32, 2]
+):
+    return kd.tanh(x @ w1 + b1) @ w2
+
+
+@kd.kernel
+def matmul(a: kd.Array[kd.f32, 2], b: kd.Array[kd.f32, 2]):
+    return a @ b

@@ -109,3 +109,42 @@ def trivial(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
 def trivial_parallel(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     for i in prange(c.shape[0]):
         c[i] = a[i] + b[i]
+
+
+HALF = np.float32(0.5)
+
+
+@parallel
+def chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray) -> None:
+    for i in prange(out.shape[0]):
+        out[i] = np.sqrt(a[i] * b[i] + c[i]) * HALF - a[i]
+
+
+@parallel
+def softmax(x: np.ndarray, out: np.ndarray) -> None:
+    rows, n = x.shape
+    for i in prange(rows):
+        m = x[i, 0]
+        for j in range(1, n):
+            m = max(m, x[i, j])
+        s = F0
+        for j in range(n):
+            e = np.exp(x[i, j] - m)
+            out[i, j] = e
+            s += e
+        inv = F1 / s
+        for j in range(n):
+            out[i, j] *= inv
+
+
+@parallel
+def matmul_naive(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+    """The textbook triple loop: parallel over rows of ``c``, then ``j``, then ``k``."""
+    n, kk = a.shape
+    m = b.shape[1]
+    for i in prange(n):
+        for j in range(m):
+            s = F0
+            for k in range(kk):
+                s += a[i, k] * b[k, j]
+            c[i, j] = s

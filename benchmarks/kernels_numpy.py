@@ -50,3 +50,27 @@ def scatter(px: np.ndarray, py: np.ndarray, w: np.ndarray, grid: np.ndarray) -> 
 
 def trivial(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     np.add(a, b, out=c)
+
+
+def chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray) -> None:
+    """``out = sqrt(a*b + c) * 0.5 - a`` in five in-place passes (no temporaries)."""
+    np.multiply(a, b, out=out)
+    out += c
+    np.sqrt(out, out=out)
+    out *= np.float32(0.5)
+    out -= a
+
+
+def softmax(x: np.ndarray, out: np.ndarray) -> None:
+    """Row-wise softmax, in place in ``out`` apart from the two per-row vectors."""
+    np.subtract(x, x.max(axis=1, keepdims=True), out=out)
+    np.exp(out, out=out)
+    out /= out.sum(axis=1, keepdims=True)
+
+
+def mlp(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray) -> np.ndarray:
+    return np.tanh(x @ w1 + b1) @ w2
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a @ b

@@ -42,6 +42,11 @@ WORKLOADS: dict[str, Workload] = {
     "jacobi": Workload(workloads.jacobi, "2-D Jacobi, whole time loop in one kernel call"),
     "scatter": Workload(workloads.scatter, "particle-to-grid scatter with atomic +="),
     "call": Workload(workloads.call_overhead, "per-call overhead, three small arrays"),
+    "chain": Workload(workloads.chain, "5-op elementwise chain as one tensor statement"),
+    "stencil": Workload(workloads.jacobi_slices, "2-D Jacobi written with slices (tensor)"),
+    "softmax": Workload(workloads.softmax, "row-wise softmax with axis reductions (tensor)"),
+    "mlp": Workload(workloads.mlp, "2-layer MLP forward, tanh(x @ w1 + b1) @ w2 (tensor)"),
+    "matmul": Workload(workloads.matmul, "a @ b vs BLAS and a naive Numba triple loop"),
     "compile": Workload(workloads.compile_time, "import, cold and warm-cache compile"),
 }
 

@@ -17,7 +17,7 @@ import kernels_kdsl as kdk
 import kernels_numba as nbk
 import kernels_numpy as npk
 import numpy as np
-from data import LJ_CUTOFF, lattice_positions, rng, uniform
+from data import LJ_CUTOFF, lattice_positions, normal, rng, uniform
 from harness import Config, Row, Timed, agree, best_of
 
 HERE = Path(__file__).resolve().parent
@@ -291,7 +291,214 @@ def call_overhead(ctx: Context) -> list[Row]:
     return rows
 
 
-# --- 7. compile time and import time, each in a fresh process -------------------------
+# --- 7. tensor expressions (API.md section 7) -----------------------------------------
+# Each kdsl kernel written with whole-array expressions; where the brief asks for it, the
+# same computation hand-written with kd.prange is timed in the same run (side "kdsl hand")
+# and the notes give tensor time / hand-written time.
+
+HAND_TARGET = 1.10  # a tensor statement should cost at most 10 % more than the loop
+
+
+def _hand_note(times: dict[str, float]) -> str:
+    ratio = times["kdsl"] / times["kdsl hand"]
+    verdict = "ok" if ratio <= HAND_TARGET else "MISSED"
+    return (
+        f"tensor/hand-written {ratio:.2f} ({verdict}, target <= {HAND_TARGET:.2f}; "
+        f"hand-written prange {_ms(times['kdsl hand'])})"
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def chain(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    n = cfg.stream_n
+    gen = rng()
+    a, b, c = uniform(n, gen), uniform(n, gen), uniform(n, gen)
+    funcs = {
+        "numpy": npk.chain,
+        "numba": nbk.chain,
+        "kdsl": kdk.chain_tensor,
+        "kdsl hand": kdk.chain_loop,
+    }
+    out = {side: np.empty_like(a) for side in funcs}
+    for side, fn in funcs.items():
+        fn(a, b, c, out[side])
+    row = Row("chain: 1 tensor stmt", f"n=2^{n.bit_length() - 1} f32, 5 ops")
+    want = out["numpy"]
+    for side in ("kdsl", "kdsl hand", "numba"):
+        row.ok &= agree(f"chain: {side} vs numpy", out[side], want, rtol=1e-5, atol=1e-6)
+    times = _time_row(
+        row, {side: Timed(partial(fn, a, b, c, out[side])) for side, fn in funcs.items()}, cfg
+    )
+    row.notes.append(_hand_note(times))
+    _bandwidth_note(ctx, row, moved=4 * 4 * n)
+    row.notes.append("numpy = 5 in-place passes")
+    return [row]
+
+
+def jacobi_slices(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    n, iters = cfg.jacobi_n, cfg.jacobi_iters
+    assert iters % 2 == 0, "with an even number of sweeps the result ends in the first array"
+    start = uniform(n * n, rng()).reshape(n, n)
+    funcs = {
+        "numpy": npk.jacobi,
+        "numba": nbk.jacobi,
+        "kdsl": kdk.jacobi_slices,
+        "kdsl hand": kdk.jacobi,
+    }
+    pairs = {side: (start.copy(), start.copy()) for side in funcs}
+
+    def reset(side: str) -> None:
+        for arr in pairs[side]:
+            np.copyto(arr, start)
+
+    for side, fn in funcs.items():
+        reset(side)
+        fn(*pairs[side], iters)
+    row = Row("jacobi 2-D, slices (1 call)", f"{n}x{n}, {iters} it")
+    want = pairs["numpy"][0]
+    for side in ("kdsl", "kdsl hand", "numba"):
+        row.ok &= agree(f"jacobi slices: {side} vs numpy", pairs[side][0], want, 1e-5, 1e-6)
+    times = _time_row(
+        row,
+        {
+            side: Timed(partial(fn, *pairs[side], iters), partial(reset, side))
+            for side, fn in funcs.items()
+        },
+        cfg,
+    )
+    row.notes.append(_hand_note(times))
+    _rate_note(row, float(n - 2) ** 2 * iters, "Gcell/s", 1e9)
+    return [row]
+
+
+def softmax(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    rows, cols = cfg.softmax_rows, cfg.softmax_cols
+    x = normal((rows, cols), rng(), scale=3.0)
+    funcs = {
+        "numpy": npk.softmax,
+        "numba": nbk.softmax,
+        "kdsl": kdk.softmax_tensor,
+        "kdsl hand": kdk.softmax_loop,
+    }
+    out = {side: np.empty_like(x) for side in funcs}
+    for side, fn in funcs.items():
+        fn(x, out[side])
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    atol = 1e-6 * float(want.max())
+    row = Row("softmax rows (tensor)", f"{rows}x{cols} f32")
+    for side in ("numpy", "kdsl", "kdsl hand", "numba"):
+        row.ok &= agree(f"softmax: {side} vs float64", out[side], want, rtol=1e-4, atol=atol)
+    times = _time_row(
+        row, {side: Timed(partial(fn, x, out[side])) for side, fn in funcs.items()}, cfg
+    )
+    row.notes.append(_hand_note(times))
+    return [row]
+
+
+def _torch_side(fn_name: str, *arrays: np.ndarray) -> tuple[Timed | None, np.ndarray | None, str]:
+    """A PyTorch (CPU) side running the same expression, or None with the reason."""
+    try:
+        import torch
+    except ImportError:
+        return None, None, "torch not installed"
+    import kdsl as kd
+
+    torch.set_num_threads(kd.get_num_threads())
+    tensors = [torch.from_numpy(a) for a in arrays]
+
+    def run() -> torch.Tensor:
+        with torch.no_grad():
+            if fn_name == "mlp":
+                x, w1, b1, w2 = tensors
+                return torch.tanh(x @ w1 + b1) @ w2
+            a, b = tensors
+            return a @ b
+
+    result: np.ndarray = run().numpy()
+    return Timed(run), result, f"torch {torch.__version__}"
+
+
+def mlp(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    batch, width = cfg.mlp_batch, cfg.mlp_width
+    gen = rng()
+    x = normal((batch, width), gen)
+    w1 = normal((width, width), gen, scale=width**-0.5)
+    b1 = normal((width,), gen, scale=0.1)
+    w2 = normal((width, width), gen, scale=width**-0.5)
+    f64 = [v.astype(np.float64) for v in (x, w1, b1, w2)]
+    want = np.tanh(f64[0] @ f64[1] + f64[2]) @ f64[3]
+    atol = 1e-4 * float(np.abs(want).max())
+    row = Row("MLP tanh(x@w1+b1)@w2", f"{batch}x{width}, w {width}x{width}")
+    results = {"numpy": npk.mlp(x, w1, b1, w2), "kdsl": kdk.mlp(x, w1, b1, w2)}
+    sides = {
+        "numpy": Timed(partial(npk.mlp, x, w1, b1, w2)),
+        "kdsl": Timed(partial(kdk.mlp, x, w1, b1, w2)),
+    }
+    torch_side, torch_result, torch_note = _torch_side("mlp", x, w1, b1, w2)
+    if torch_side is not None and torch_result is not None:
+        sides["torch"] = torch_side
+        results["torch"] = torch_result
+    for side, got in results.items():
+        row.ok &= agree(f"mlp: {side} vs float64", got, want, rtol=1e-4, atol=atol)
+    times = _time_row(row, sides, cfg)
+    flops = 2.0 * 2.0 * batch * width * width
+    row.notes.append(
+        f"kdsl {flops / times['kdsl'] / 1e9:.1f} GFLOP/s, numpy (BLAS) "
+        f"{flops / times['numpy'] / 1e9:.1f}"
+    )
+    if "torch" in times:
+        row.notes.append(
+            f"{torch_note} {_ms(times['torch'])} (torch/kdsl {times['torch'] / times['kdsl']:.2f}x)"
+        )
+    else:
+        row.notes.append(f"{torch_note}: skipped")
+    return [row]
+
+
+def matmul(ctx: Context) -> list[Row]:
+    cfg = ctx.config
+    n = cfg.matmul_n
+    gen = rng()
+    a, b = uniform(n * n, gen).reshape(n, n), uniform(n * n, gen).reshape(n, n)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    c_numba = np.empty_like(a)
+    nbk.matmul_naive(a, b, c_numba)
+    row = Row("matmul a @ b", f"{n}^3 f32")
+    atol = 1e-5 * float(want.max())
+    for side, got in (
+        ("kdsl", kdk.matmul(a, b)),
+        ("numpy", npk.matmul(a, b)),
+        ("numba naive", c_numba),
+    ):
+        row.ok &= agree(f"matmul: {side} vs float64", got, want, rtol=1e-5, atol=atol)
+    times = _time_row(
+        row,
+        {
+            "numpy": Timed(partial(npk.matmul, a, b)),
+            "numba": Timed(partial(nbk.matmul_naive, a, b, c_numba)),
+            "kdsl": Timed(partial(kdk.matmul, a, b)),
+        },
+        cfg,
+    )
+    flops = 2.0 * n**3
+    row.notes.append(
+        f"kdsl {flops / times['kdsl'] / 1e9:.1f} GFLOP/s (numpy BLAS "
+        f"{flops / times['numpy'] / 1e9:.1f}, numba {flops / times['numba'] / 1e9:.1f}); "
+        f"numba = naive i, j, k loops; targets: vs numpy >= 0.25x, vs numba >= 3x"
+    )
+    return [row]
+
+
+# --- 8. compile time and import time, each in a fresh process -------------------------
 
 
 def _probe(library: str, n: int, cache_dir: str) -> dict[str, float]:

@@ -14,6 +14,7 @@ from typing import Any
 from llvmlite import ir
 
 from kdsl import types as T
+from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
 from kdsl.codegen.llvm_types import (
     ArrayView,
     Repr,
@@ -35,27 +36,7 @@ from kdsl.codegen.runtime_hooks import RuntimeHooks
 from kdsl.codegen.scalar_ops import ScalarEmitter
 from kdsl.codegen.views import ArrayViews
 from kdsl.ir.core import Block, Function, Operation, Value
-from kdsl.ir.location import SourceLocation
 from kdsl.ir.ops import COMPARISONS, Trait, lookup
-
-STATUS_SLOTS = 4  # error code, site, index, size; return values follow
-
-
-class ErrorCode:
-    INDEX = 1
-    ASSERT = 2
-    MEMORY = 3
-    SHAPE = 4
-    VALUE = 5
-
-
-@dataclass(frozen=True)
-class Site:
-    """Where a run-time error can be raised: for messages after the kernel returns."""
-
-    kind: int
-    location: SourceLocation
-    detail: str
 
 
 @dataclass
@@ -647,10 +628,6 @@ class KernelEmitter(ParallelLoops, ArrayViews):
                     bits = self.b.sext(part, i64) if scalar_t.bits < 64 else part
                 self.b.store(bits, self.b.gep(self.status, [ir.Constant(i64, slot)]))
                 slot += 1
-
-
-def init_symbol(entry_name: str) -> str:
-    return f"{entry_name}_init"
 
 
 def emit_kernel(kernel: Function, options: CodegenOptions, entry_name: str) -> EmittedKernel:

@@ -33,7 +33,7 @@ class ArrayViews:
             return self._forward_slice(size, start, stop)
         is_zero = b.icmp_signed("==", step, zero)
         with b.if_then(is_zero, likely=False):
-            from kdsl.codegen.emit_kernel import ErrorCode
+            from kdsl.codegen.abi import ErrorCode
 
             site = self._site(ErrorCode.VALUE, self.current_op, "slice step cannot be zero")
             self._report(ErrorCode.VALUE, site, step, None)
@@ -123,7 +123,7 @@ class ArrayViews:
         return [ArrayView(view.data, shape, strides)]
 
     def emit_raise_value_error(self, op: Operation) -> list[Repr]:
-        from kdsl.codegen.emit_kernel import ErrorCode
+        from kdsl.codegen.abi import ErrorCode
 
         ok, value = (self.values[v] for v in op.operands)
         site = self._site(ErrorCode.VALUE, op, op.attrs.get("what", ""))
@@ -134,7 +134,7 @@ class ArrayViews:
         return []
 
     def emit_raise_shape_error(self, op: Operation) -> list[Repr]:
-        from kdsl.codegen.emit_kernel import ErrorCode
+        from kdsl.codegen.abi import ErrorCode
 
         ok, size, other = (self.values[v] for v in op.operands)
         site = self._site(ErrorCode.SHAPE, op, op.attrs.get("what", ""))

@@ -14,6 +14,7 @@ from typing import Any
 from kdsl import types as T
 from kdsl.errors import CompileError
 from kdsl.frontend.analysis import assigned_names
+from kdsl.frontend.annotations import annotation_of
 from kdsl.frontend.lowering import CompileContext
 from kdsl.frontend.scope import TypeTable, VariableType
 from kdsl.frontend.source import FunctionSource, read_function
@@ -123,7 +124,7 @@ class FunctionLowering(StatementLowering):
         values = []
         for a, p in zip(args, params):
             v = self.value_of(a, node)
-            annotation = _annotation(source, p)
+            annotation = annotation_of(source, p)
             if annotation is not None:
                 if isinstance(annotation, T.ArrayType):
                     if not isinstance(v.type, T.ArrayType) or v.type.dtype != annotation.dtype or (
@@ -164,47 +165,6 @@ class FunctionLowering(StatementLowering):
         if len(op.results) == 1:
             return op.results[0]
         return TupleValue(tuple(op.results))
-
-
-def _annotation(source: FunctionSource, param: ast.arg) -> Any:
-    """The kdsl type a parameter is annotated with, or None."""
-    annotation = source.function.__annotations__.get(param.arg)
-    if annotation is None:
-        return None
-    if isinstance(annotation, str):  # from __future__ import annotations
-        annotation = _evaluate_annotation(source, param, annotation)
-    if isinstance(annotation, T.ArrayType):
-        return annotation
-    try:
-        return T.as_element_type(annotation)
-    except TypeError:
-        raise CompileError(
-            f"parameter '{param.arg}' is annotated with {annotation!r}, which is not a kdsl type",
-            source.location(param),
-        ) from None
-
-
-def _evaluate_annotation(source: FunctionSource, param: ast.arg, text: str) -> Any:
-    fn = source.function
-    namespace = dict(fn.__globals__)
-    if fn.__closure__:
-        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
-            try:
-                namespace[name] = cell.cell_contents
-            except ValueError:
-                pass
-    try:
-        return eval(text, namespace)  # noqa: S307 - the user's own annotation
-    except Exception as exc:  # noqa: BLE001 - report any failure at the parameter
-        raise CompileError(
-            f"cannot evaluate the annotation {text!r} of parameter '{param.arg}': {exc}",
-            source.location(param),
-        ) from None
-
-
-def parameter_annotations(fn: Any) -> list[Any]:
-    source = read_function(fn)
-    return [_annotation(source, p) for p in source.tree.args.args]
 
 
 def lower_function(

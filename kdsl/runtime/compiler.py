@@ -9,29 +9,23 @@ import struct
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kdsl import types as T
-from kdsl.codegen.emit_kernel import (
-    STATUS_SLOTS,
-    CodegenOptions,
-    ErrorCode,
-    Site,
-    emit_kernel,
-    init_symbol,
-)
-from kdsl.frontend.dependencies import Dependencies
-from kdsl.frontend.function import lower_kernel
-from kdsl.frontend.scope import VariableType
-from kdsl.ir.core import Module
-from kdsl.ir.passes.pipeline import PassOptions, run_pipeline
+from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
 from kdsl.runtime import cache
 from kdsl.runtime.arguments import Parameter, check_integer_range, variable_types
 from kdsl.runtime.ndarray_layout import ndarray_offsets
 from kdsl.runtime.options import BuildOptions
 from kdsl.runtime.symbols import ALLOCATIONS
+
+if TYPE_CHECKING:  # the compiler proper is imported on a cache miss only
+    from kdsl.codegen.emit_kernel import CodegenOptions
+    from kdsl.frontend.dependencies import Dependencies
+    from kdsl.frontend.scope import VariableType
+    from kdsl.ir.core import Module
 
 VERSION = "0.1.0"
 _loaded: dict[str, int] = {}
@@ -41,12 +35,18 @@ _load_lock = threading.Lock()
 
 
 def codegen_options(options: BuildOptions) -> CodegenOptions:
+    from kdsl.codegen.emit_kernel import CodegenOptions
+
     flags = ("reassoc", "contract") if options.fastmath else ()
     return CodegenOptions(fastmath=flags, ndarray_offsets=ndarray_offsets())
 
 
 def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
                        stop_after: str | None = None) -> tuple[Module, list[VariableType]]:
+    from kdsl.frontend.function import lower_kernel
+    from kdsl.ir.core import Module
+    from kdsl.ir.passes.pipeline import PassOptions, run_pipeline
+
     function, context, results = lower_kernel(fn, variable_types(params), options.debug)
     module = Module(function, {f.name: f for f in context.funcs.values()})
     run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath),
@@ -55,6 +55,8 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
 
 
 def llvm_ir_text(fn: Any, params: list[Parameter], options: BuildOptions, entry: str) -> tuple[str, Any]:
+    from kdsl.codegen.emit_kernel import emit_kernel
+
     module, results = lower_and_optimize(fn, params, options)
     emitted = emit_kernel(module.kernel, codegen_options(options), entry)
     returns_tuple = module.kernel.attrs.get("returns_tuple", False)

@@ -77,7 +77,7 @@ class Kernel:
 
     def parameters(self, args: tuple) -> list[Parameter]:
         if self._annotations is None:
-            from kdsl.frontend.function import parameter_annotations
+            from kdsl.frontend.annotations import parameter_annotations
             from kdsl.frontend.source import read_function
 
             self._annotations = parameter_annotations(self.py_function)

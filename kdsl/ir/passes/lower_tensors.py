@@ -326,8 +326,13 @@ class TensorLowerer:
             return v
         if is_expression:
             self.fused.add(v)  # computed element by element into the new array
-            products = [leaf for leaf in self.leaves(v) if leaf in self.deferred]
-            if len(products) == 1 and v.type.ndim == 2 and products[0].type.dtype == v.type.dtype:
+            leaves = self.leaves(v)
+            products = [leaf for leaf in leaves if leaf in self.deferred]
+            # the epilogue writes into the product's own rows: only when nothing else can
+            # make the result bigger than the product (other operands of at most 1 axis)
+            others_small = all(leaf.type.ndim < 2 for leaf in leaves if leaf not in products)
+            if (len(products) == 1 and v.type.ndim == 2 and others_small
+                    and products[0].type.dtype == v.type.dtype):
                 return self.matmul_with_epilogue(self.deferred.pop(products[0]), v)
             self.lower_deferred(v)
         t: T.ArrayType = v.type

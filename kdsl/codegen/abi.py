@@ -1,0 +1,32 @@
+"""What compiled code and the runtime agree on: the status array, error codes, the
+sites of run-time errors and the names of a module's symbols. (No LLVM here: loading
+cached code needs only this.)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kdsl.ir.location import SourceLocation
+
+STATUS_SLOTS = 4  # error code, site, index, size; return values follow
+
+
+class ErrorCode:
+    INDEX = 1
+    ASSERT = 2
+    MEMORY = 3
+    SHAPE = 4
+    VALUE = 5
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a run-time error can be raised: for messages after the kernel returns."""
+
+    kind: int
+    location: SourceLocation
+    detail: str
+
+
+def init_symbol(entry_name: str) -> str:
+    return f"{entry_name}_init"
