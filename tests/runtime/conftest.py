@@ -1,40 +1,14 @@
-"""Fixtures of the runtime tests: a private disk cache for the session, the thread count
-restored after every test, and a runner of fresh Python processes."""
+"""Fixtures of the runtime tests: a runner of fresh Python processes (the private cache and
+the thread-count restore come from tests/conftest.py)."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _private_kernel_cache():
-    """Compiled code goes to a fresh temporary cache, so no run reads another's entries."""
-    directory = tempfile.mkdtemp(prefix="kdsl_runtime_cache_")
-    previous = os.environ.get("KDSL_CACHE_DIR")
-    os.environ["KDSL_CACHE_DIR"] = directory
-    yield directory
-    if previous is None:
-        os.environ.pop("KDSL_CACHE_DIR", None)
-    else:
-        os.environ["KDSL_CACHE_DIR"] = previous
-    shutil.rmtree(directory, ignore_errors=True)
-
-
-@pytest.fixture(autouse=True)
-def _restore_num_threads():
-    import kdsl as kd
-
-    previous = kd.get_num_threads()
-    yield
-    kd.set_num_threads(previous)
-
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 

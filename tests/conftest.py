@@ -1,4 +1,5 @@
-"""Fixtures of the pass tests: a private disk cache for the session."""
+"""Fixtures of the whole suite: a private disk cache for the session (so no run reads
+another's entries) and the thread count restored after every test."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import tempfile
 
 import pytest
 
+import kdsl as kd
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_kernel_cache():
-    """Compiled code goes to a fresh temporary cache, so no run reads another's entries."""
-    directory = tempfile.mkdtemp(prefix="kdsl_passes_cache_")
+    """Compiled code goes to a fresh temporary cache, removed at the end of the session."""
+    directory = tempfile.mkdtemp(prefix="kdsl_test_cache_")
     previous = os.environ.get("KDSL_CACHE_DIR")
     os.environ["KDSL_CACHE_DIR"] = directory
     yield directory
@@ -25,8 +28,6 @@ def _private_kernel_cache():
 
 @pytest.fixture(autouse=True)
 def _restore_num_threads():
-    import kdsl as kd
-
     previous = kd.get_num_threads()
     yield
     kd.set_num_threads(previous)
