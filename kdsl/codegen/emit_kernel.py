@@ -301,11 +301,8 @@ class KernelEmitter(ParallelLoops, ArrayViews):
             self.b.store(size, self.b.gep(buffer, [ir.Constant(i64, k)]))
         for size in dims:
             negative = self.b.icmp_signed("<", size, ir.Constant(i64, 0))
-            with self.b.if_then(negative, likely=False):
-                site = self._site(ErrorCode.VALUE, op, "negative dimensions are not allowed")
-                self._report(ErrorCode.VALUE, site, size, None)
-                self.b.ret_void()
-                self.b.position_at_end(self.b.function.append_basic_block("unreachable"))
+            self._fail_if(negative, ErrorCode.VALUE, op, "negative dimensions are not allowed",
+                          size, stop=True)
         scalar_t = T.element_scalar(t.dtype)
         fill_kinds = {"empty": 0, "zeros": 1, "ones": 2, "full": 3}
         fill = ir.Constant(f64, 0.0)
@@ -317,10 +314,7 @@ class KernelEmitter(ParallelLoops, ArrayViews):
             buffer, ir.Constant(i32, fill_kinds[op.attrs["fill"]]), fill,
         ])
         failed = self.b.icmp_unsigned("==", data, ir.Constant(i8_ptr, None))
-        with self.b.if_then(failed, likely=False):
-            self._report(ErrorCode.MEMORY, self._site(ErrorCode.MEMORY, op, "allocation"), None, None)
-            self.b.ret_void()
-            self.b.position_at_end(self.b.function.append_basic_block("unreachable"))
+        self._fail_if(failed, ErrorCode.MEMORY, op, "allocation", stop=True)
         strides: list[ir.Value] = [ir.Constant(i64, scalar_t.itemsize)]
         for size in reversed(shape[1:]):
             strides.insert(0, self.b.mul(strides[0], size))
@@ -591,17 +585,28 @@ class KernelEmitter(ParallelLoops, ArrayViews):
     def emit_raise_index_error(self, op: Operation) -> list[Repr]:
         index, size, ok = (self.values[v] for v in op.operands)
         detail = f"axis {op.attrs['axis']}" + (f" of '{op.attrs['array']}'" if op.attrs.get("array") else "")
-        site = self._site(ErrorCode.INDEX, op, detail)
-        with self.b.if_then(self.b.xor(ok, ir.Constant(i1, 1)), likely=False):
-            self._report(ErrorCode.INDEX, site, index, size)
+        self._fail_if(self._not(ok), ErrorCode.INDEX, op, detail, index, size)
         return []
 
     def emit_assert(self, op: Operation) -> list[Repr]:
         cond = self.values[op.operands[0]]
-        site = self._site(ErrorCode.ASSERT, op, op.attrs.get("message", ""))
-        with self.b.if_then(self.b.xor(cond, ir.Constant(i1, 1)), likely=False):
-            self._report(ErrorCode.ASSERT, site, None, None)
+        self._fail_if(self._not(cond), ErrorCode.ASSERT, op, op.attrs.get("message", ""))
         return []
+
+    def _not(self, flag: ir.Value) -> ir.Value:
+        return self.b.xor(flag, ir.Constant(i1, 1))
+
+    def _fail_if(self, failed: ir.Value, code: int, op: Operation, detail: str,
+                 index: ir.Value | None = None, size: ir.Value | None = None,
+                 stop: bool = False) -> None:
+        """Reports a run-time error at ``op`` when ``failed``; with ``stop``, the function
+        returns at once (a debug-mode index error instead skips only the access)."""
+        site = self._site(code, op, detail)
+        with self.b.if_then(failed, likely=False):
+            self._report(code, site, index, size)
+            if stop:
+                self.b.ret_void()
+                self.b.position_at_end(self.b.function.append_basic_block("unreachable"))
 
     def emit_print(self, op: Operation) -> list[Repr]:
         from kdsl.codegen.printing import emit_print

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from llvmlite import ir
 
 from kdsl import types as T
+from kdsl.codegen.abi import ErrorCode
 from kdsl.codegen.llvm_types import ArrayView, Repr, i64
 from kdsl.ir.core import Operation
 
@@ -32,13 +33,8 @@ class ArrayViews:
         if step is None:  # the common case stays constant: strides stay known
             return self._forward_slice(size, start, stop)
         is_zero = b.icmp_signed("==", step, zero)
-        with b.if_then(is_zero, likely=False):
-            from kdsl.codegen.abi import ErrorCode
-
-            site = self._site(ErrorCode.VALUE, self.current_op, "slice step cannot be zero")
-            self._report(ErrorCode.VALUE, site, step, None)
-            b.ret_void()
-            b.position_at_end(b.function.append_basic_block("unreachable"))
+        self._fail_if(is_zero, ErrorCode.VALUE, self.current_op, "slice step cannot be zero",
+                      step, stop=True)
         step = b.select(is_zero, one, step)
         forward = b.icmp_signed(">", step, zero)
 
@@ -123,23 +119,13 @@ class ArrayViews:
         return [ArrayView(view.data, shape, strides)]
 
     def emit_raise_value_error(self, op: Operation) -> list[Repr]:
-        from kdsl.codegen.abi import ErrorCode
-
         ok, value = (self.values[v] for v in op.operands)
-        site = self._site(ErrorCode.VALUE, op, op.attrs.get("what", ""))
-        with self.b.if_then(self.b.xor(ok, ir.Constant(ir.IntType(1), 1)), likely=False):
-            self._report(ErrorCode.VALUE, site, value, None)
-            self.b.ret_void()
-            self.b.position_at_end(self.b.function.append_basic_block("unreachable"))
+        self._fail_if(self._not(ok), ErrorCode.VALUE, op, op.attrs.get("what", ""), value,
+                      stop=True)
         return []
 
     def emit_raise_shape_error(self, op: Operation) -> list[Repr]:
-        from kdsl.codegen.abi import ErrorCode
-
         ok, size, other = (self.values[v] for v in op.operands)
-        site = self._site(ErrorCode.SHAPE, op, op.attrs.get("what", ""))
-        with self.b.if_then(self.b.xor(ok, ir.Constant(ir.IntType(1), 1)), likely=False):
-            self._report(ErrorCode.SHAPE, site, size, other)
-            self.b.ret_void()
-            self.b.position_at_end(self.b.function.append_basic_block("unreachable"))
+        self._fail_if(self._not(ok), ErrorCode.SHAPE, op, op.attrs.get("what", ""), size, other,
+                      stop=True)
         return []
