@@ -31,3 +31,51 @@ def _restore_num_threads():
     previous = kd.get_num_threads()
     yield
     kd.set_num_threads(previous)
+
+
+def _ptx_checks_enabled() -> bool:
+    """Every kernel the suite compiles is also compiled to PTX and assembled by ptxas,
+    where libNVVM and ptxas are installed (KDSL_TEST_PTX=0 turns this off)."""
+    if os.environ.get("KDSL_TEST_PTX", "1") in ("0", "", "false", "no", "off"):
+        return False
+    from kdsl.codegen import nvvm
+
+    if nvvm.ptxas() is None:
+        return False
+    try:
+        nvvm.nvvm_version()
+    except nvvm.NvvmUnavailable:
+        return False
+    return True
+
+
+PTX_CHECKED: dict[str, str] = {}  # cache key -> kernel name
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _check_ptx_of_every_kernel():
+    if not _ptx_checks_enabled():
+        yield
+        return
+    from kdsl.codegen.nvvm import check_with_ptxas
+    from kdsl.runtime import compiler
+
+    original = compiler.compile_kernel
+
+    def compile_and_check_ptx(fn, name, params, deps, options):
+        compiled = original(fn, name, params, deps, options)
+        key = compiler.cache_key(deps, params, options)
+        if key not in PTX_CHECKED:
+            PTX_CHECKED[key] = name
+            check_with_ptxas(compiler.ptx_text(fn, params, options, f"kdsl_entry_{name}"))
+        return compiled
+
+    compiler.compile_kernel = compile_and_check_ptx
+    yield
+    compiler.compile_kernel = original
+
+
+def pytest_terminal_summary(terminalreporter):
+    if PTX_CHECKED:
+        terminalreporter.write_line(
+            f"PTX of {len(PTX_CHECKED)} kernel specialisations generated and assembled by ptxas")

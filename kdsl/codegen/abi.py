@@ -17,6 +17,7 @@ class ErrorCode:
     MEMORY = 3
     SHAPE = 4
     VALUE = 5
+    LAUNCH = 6  # a CUDA driver call failed: the index slot holds its CUresult
 
 
 @dataclass(frozen=True)

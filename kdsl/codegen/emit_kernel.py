@@ -72,11 +72,14 @@ def _speculatable(op: Operation) -> bool:
 class KernelEmitter(ParallelLoops, ArrayViews):
     """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
 
+    scalar_emitter = ScalarEmitter
+    declares_hooks = True  # the runtime's function pointers (not in device code)
+
     def __init__(self, kernel: Function, options: CodegenOptions, module_name: str) -> None:
         self.kernel = kernel
         self.options = options
         self.module = ir.Module(name=module_name)
-        self.scalar = ScalarEmitter(self.module, options.fastmath)
+        self.scalar = self.scalar_emitter(self.module, options.fastmath)
         self.values: dict[Value, Repr] = {}
         self.sites: list[Site] = []
         self.in_parallel = False
@@ -86,7 +89,9 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         self.region_count = 0
         self.status: ir.Value = None  # type: ignore[assignment]
         self.alloca_builders: dict[ir.Function, tuple[ir.IRBuilder, ir.Block]] = {}
-        self.hooks = RuntimeHooks.declare(self.module)
+        # device modules have no hooks (and use none of the methods that load them)
+        self.hooks: RuntimeHooks = (RuntimeHooks.declare(self.module) if self.declares_hooks
+                                    else None)  # type: ignore[assignment]
 
     @property
     def b(self) -> ir.IRBuilder:
@@ -107,15 +112,24 @@ class KernelEmitter(ParallelLoops, ArrayViews):
             else:
                 param_types.append(i64)
         param_types.append(i8_ptr)  # the status array
-        fn = ir.Function(self.module, ir.FunctionType(void, param_types), entry_name)
+        extra = self._extra_entry_parameters()
+        fn = ir.Function(self.module, ir.FunctionType(void, param_types + extra), entry_name)
         self._start_function(fn)
-        self.status = self.b.bitcast(self._ndarray_data(fn.args[-1]), i64.as_pointer())
-        for arg, param in zip(kernel.args, fn.args[:-1]):
+        count = len(kernel.args)
+        self.status = self.b.bitcast(self._ndarray_data(fn.args[count]), i64.as_pointer())
+        self._bind_extra_entry_parameters(list(fn.args[count + 1:]))
+        for arg, param in zip(kernel.args, fn.args[:count]):
             self.values[arg] = self._unpack_argument(arg.type, param)
         self.emit_block(kernel.body)
         self.b.ret_void()
         self._finish_function(fn)
         return EmittedKernel(self.module, entry_name, self.sites, self.allocates)
+
+    def _extra_entry_parameters(self) -> list[ir.Type]:
+        return []
+
+    def _bind_extra_entry_parameters(self, params: list[ir.Value]) -> None:
+        pass
 
     def _start_function(self, fn: ir.Function) -> None:
         """Allocas go into a block of their own, so that they run once per call."""

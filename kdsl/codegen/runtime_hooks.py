@@ -23,9 +23,15 @@ HOOK_TYPES: dict[str, ir.FunctionType] = {
     "allocate": ir.FunctionType(i8_ptr, [i64, i32, i32, i64.as_pointer(), i32, f64]),
     # release(call token, data): the array is not used any more
     "release": ir.FunctionType(void, [i64, i8_ptr]),
+    # CUDA (null on the CPU): the driver's cuLaunchKernel and cuMemcpyDtoH_v2, called
+    # directly, and the table of the module's CUfunction handles
+    "cuda_launch": ir.FunctionType(i32, [i8_ptr, i32, i32, i32, i32, i32, i32, i32, i8_ptr,
+                                         i8_ptr.as_pointer(), i8_ptr.as_pointer()]),
+    "cuda_copy_to_host": ir.FunctionType(i32, [i8_ptr, i64, i64]),
 }
 HOOK_ORDER = ("print", "parallel", "thread_num", "num_threads", "requested_threads", "allocate",
-              "release")
+              "release", "cuda_launch", "cuda_copy_to_host", "cuda_functions")
+_POINTER_HOOKS = {"cuda_functions": i8_ptr.as_pointer()}
 
 
 @dataclass
@@ -39,7 +45,10 @@ class RuntimeHooks:
     def declare(module: ir.Module) -> RuntimeHooks:
         hooks = {}
         for name in HOOK_ORDER:
-            t = HOOK_TYPES[name].as_pointer() if name in HOOK_TYPES else i32.as_pointer()
+            if name in HOOK_TYPES:
+                t = HOOK_TYPES[name].as_pointer()
+            else:
+                t = _POINTER_HOOKS.get(name, i32.as_pointer())
             g = ir.GlobalVariable(module, t, f"kdsl.hook.{name}")
             g.linkage = "internal"
             g.initializer = ir.Constant(t, None)

@@ -26,10 +26,24 @@ def argument_key(a: Any) -> Any:
         return (t, a.dtype, a.shape)
     if isinstance(a, np.ndarray):  # subclasses (np.memmap, ...)
         return (t, a.dtype, a.ndim, a.flags.c_contiguous)
+    if getattr(t, "__kdsl_cuda__", False):
+        return ("cuda", a.dtype, a.ndim, a.flags_c_contiguous)
     unwrap = getattr(a, "__kdsl_array__", None)
     if unwrap is not None:
         return argument_key(unwrap())
     return t
+
+
+def is_cuda_array(a: Any) -> bool:
+    return bool(getattr(type(a), "__kdsl_cuda__", False))
+
+
+def _typing_stand_in(a: Any) -> np.ndarray:
+    """A NumPy array of a CUDA array's dtype, shape and strides (never read): typed
+    exactly as the CUDA array is."""
+    base = np.empty(1, dtype=a.dtype)
+    return np.lib.stride_tricks.as_strided(base, shape=tuple(a.shape), strides=tuple(a.strides),
+                                           writeable=False)
 
 
 @dataclass(frozen=True)
@@ -39,7 +53,7 @@ class Parameter:
     name: str
     type: Any
     weak: bool
-    passing: str  # "object" (arrays), "vector", "float", "int"
+    passing: str  # "object" (arrays), "device" (CUDA arrays), "vector", "float", "int"
     trailing_shape: tuple[int, ...] = ()
 
 
@@ -61,6 +75,9 @@ def _describe_annotation(t: Any) -> str:
 
 def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
     """The parameter an argument binds to; TypeError naming it when it does not fit."""
+    if is_cuda_array(a):
+        p = parameter_for(name, annotation, _typing_stand_in(a))
+        return Parameter(p.name, p.type, p.weak, "device", p.trailing_shape)
     unwrap = getattr(a, "__kdsl_array__", None)
     if unwrap is not None:
         a = unwrap()

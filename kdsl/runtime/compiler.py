@@ -63,6 +63,25 @@ def llvm_ir_text(fn: Any, params: list[Parameter], options: BuildOptions, entry:
     return str(emitted.module), (emitted, results, written_arguments(module), returns_tuple)
 
 
+def cuda_build(fn: Any, params: list[Parameter], options: BuildOptions, entry: str) -> tuple[Any, Any]:
+    """The host program (LLVM IR for the CPU) and device kernels (NVVM IR) of a kernel."""
+    from kdsl.codegen.host_launch import emit_cuda_kernel
+
+    module, results = lower_and_optimize(fn, params, options)
+    emitted = emit_cuda_kernel(module.kernel, codegen_options(options), entry)
+    returns_tuple = module.kernel.attrs.get("returns_tuple", False)
+    return emitted, (results, written_arguments(module), returns_tuple)
+
+
+def ptx_text(fn: Any, params: list[Parameter], options: BuildOptions, entry: str,
+             arch: tuple[int, int] | None = None) -> str:
+    """PTX of a kernel's device code (through libNVVM)."""
+    from kdsl.codegen.nvvm import DEFAULT_ARCH, compile_ptx
+
+    emitted, _ = cuda_build(fn, params, options, entry)
+    return compile_ptx(emitted.device_ir, arch or DEFAULT_ARCH, options.fastmath)
+
+
 def written_arguments(module: Module) -> list[int]:
     """Which array arguments the kernel may write (they must be writeable at the call)."""
     args = module.kernel.args
@@ -83,7 +102,8 @@ def compiler_fingerprint() -> str:
     return h.hexdigest()
 
 
-def cache_key(deps: Dependencies, params: list[Parameter], options: BuildOptions) -> str:
+def cache_key(deps: Dependencies, params: list[Parameter], options: BuildOptions,
+              extra: tuple[str, ...] = ()) -> str:
     from kdsl.codegen.cpu import target_description
 
     h = hashlib.sha256()
@@ -92,7 +112,7 @@ def cache_key(deps: Dependencies, params: list[Parameter], options: BuildOptions
         target_description(),
         repr(ndarray_offsets()), repr(options),
         repr([(p.name, p.type, p.weak, p.passing) for p in params]),
-        *deps.key_parts(),
+        *deps.key_parts(), *extra,
     ]
     for part in parts:
         h.update(part.encode())
@@ -106,7 +126,7 @@ class CompiledKernel:
     def __init__(self, name: str, address: int, params: list[Parameter],
                  results: list[VariableType], sites: list[Site], deps: Dependencies,
                  allocates: bool = True, written: list[int] | None = None,
-                 returns_tuple: bool = False) -> None:
+                 returns_tuple: bool = False, extra_argtypes: list[Any] | None = None) -> None:
         self.name = name
         self.params = params
         self.results = results
@@ -118,6 +138,9 @@ class CompiledKernel:
             if p.passing == "object":
                 argtypes.append(ctypes.py_object)
                 self.converters.append(_array_converter(p))
+            elif p.passing == "device":  # a CUDA array's descriptor (see cuda/compiled.py)
+                argtypes.append(ctypes.py_object)
+                self.converters.append(lambda a: a)
             elif p.passing == "vector":
                 argtypes.append(ctypes.py_object)
                 dtype = T.element_scalar(p.type).numpy_dtype
@@ -133,6 +156,7 @@ class CompiledKernel:
                 else:
                     self.converters.append(int)
         argtypes.append(ctypes.py_object)
+        argtypes.extend(extra_argtypes or [])
         self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
         self.status_size = STATUS_SLOTS + sum(_slots(r.type) for r in results)
         self.allocates = allocates

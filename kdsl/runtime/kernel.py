@@ -15,6 +15,7 @@ from kdsl.runtime.options import BuildOptions
 if TYPE_CHECKING:  # the compiler is imported on first use: import kdsl stays light
     from kdsl.frontend.dependencies import Dependencies
     from kdsl.runtime.compiler import CompiledKernel
+    from kdsl.runtime.cuda.compiled import CudaCompiledKernel
 
 
 def _debug_default() -> bool:
@@ -49,7 +50,7 @@ class Kernel:
         functools.update_wrapper(self, fn)
         self.options = BuildOptions(debug=_debug_default() if debug is None else debug,
                                     fastmath=fastmath)
-        self._specialisations: dict[Any, CompiledKernel] = {}
+        self._specialisations: dict[Any, CompiledKernel | CudaCompiledKernel] = {}
         self._lock = threading.Lock()
         self._annotations: list[Any] | None = None
         self._names: list[str] | None = None
@@ -89,14 +90,30 @@ class Kernel:
             )
         return [parameter_for(n, ann, a) for n, ann, a in zip(self._names, self._annotations, args)]
 
-    def _specialise(self, args: tuple, key: Any) -> CompiledKernel:
+    def _specialise(self, args: tuple, key: Any) -> CompiledKernel | CudaCompiledKernel:
         from kdsl.frontend.dependencies import scan_dependencies
         from kdsl.runtime.compiler import compile_kernel
 
         params = self.parameters(args)
+        on_device = [p.name for p in params if p.passing == "device"]
+        on_host = [p.name for p in params if p.passing == "object"]
+        if on_device and on_host:
+            raise ValueError(
+                f"{self.__name__}(): arrays on different devices: "
+                f"{', '.join(repr(n) for n in on_device)} on cuda, "
+                f"{', '.join(repr(n) for n in on_host)} on the cpu; move them with .to()"
+            )
+        compiled: CompiledKernel | CudaCompiledKernel
         with self._lock:
             deps = scan_dependencies(self.py_function)
-            compiled = compile_kernel(self.py_function, self.__name__, params, deps, self.options)
+            if on_device:
+                from kdsl.runtime.cuda.compiled import compile_cuda_kernel
+
+                compiled = compile_cuda_kernel(self.py_function, self.__name__, params, deps,
+                                               self.options)
+            else:
+                compiled = compile_kernel(self.py_function, self.__name__, params, deps,
+                                          self.options)
             if key is not None:
                 self._specialisations[key] = compiled
         return compiled
@@ -127,10 +144,21 @@ class Kernel:
             return str(optimize(text))
         return text
 
-    def ptx(self, *args: Any) -> str:
-        """PTX for NVIDIA GPUs: not available in this build (CPU only)."""
-        raise NotImplementedError("this build of kdsl has no CUDA backend: kernel.ptx() and "
-                                  "device='cuda' are not available")
+    def ptx(self, *args: Any, arch: tuple[int, int] | None = None) -> str:
+        """PTX for NVIDIA GPUs (``compute_90`` unless ``arch`` says otherwise), for
+        arguments of these types: NumPy or CUDA arrays and scalars."""
+        from kdsl.runtime.compiler import ptx_text
+
+        return ptx_text(self.py_function, self.parameters(args), self.options,
+                        f"kdsl_entry_{self.__name__}", arch)
+
+    def nvvm_ir(self, *args: Any) -> str:
+        """The NVVM IR of the device kernels for these arguments."""
+        from kdsl.runtime.compiler import cuda_build
+
+        emitted, _ = cuda_build(self.py_function, self.parameters(args), self.options,
+                                f"kdsl_entry_{self.__name__}")
+        return str(emitted.device_ir)
 
     def dependencies(self) -> Dependencies:
         from kdsl.frontend.dependencies import scan_dependencies

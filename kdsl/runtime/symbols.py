@@ -145,7 +145,7 @@ def hook_table() -> ctypes.Array:
     releaser = _RELEASE_T(_release)
     _keep_alive.extend([allocator, releaser])
     pointers = [_address(printer), *openmp, ctypes.addressof(NUM_THREADS), _address(allocator),
-                _address(releaser)]
+                _address(releaser), 0, 0, 0]  # no CUDA hooks on the CPU
     table = (ctypes.c_void_p * len(pointers))(*pointers)
     _table.append(table)
     return table

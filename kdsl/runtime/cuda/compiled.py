@@ -1,0 +1,326 @@
+"""CUDA specialisations: build (host program + PTX), the disk cache, loading, calling.
+
+A CUDA kernel is two pieces: a host program (native code, as on the CPU) that runs the
+serial part and launches device kernels, and a PTX module holding those kernels. Both go
+into the disk cache under one key, which also covers the GPU architecture and the
+libNVVM version. Array arguments reach the host program as descriptors (device
+address, sizes, byte strides); the host program calls the driver directly.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import threading
+from typing import Any
+
+import numpy as np
+
+from kdsl import types as T
+from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, init_symbol
+from kdsl.runtime import cache
+from kdsl.runtime.arguments import Parameter
+from kdsl.runtime.options import BuildOptions
+
+_loaded: dict[str, tuple[Any, dict]] = {}
+_load_lock = threading.Lock()
+
+
+def descriptor(a: Any) -> np.ndarray:
+    """What the host program reads for a device array: address, sizes, byte strides."""
+    return np.array([a.ptr, *a.shape, *a.strides], dtype=np.int64)
+
+
+def device_arch() -> tuple[int, int]:
+    from kdsl.runtime.cuda.driver import get_driver
+
+    return tuple(get_driver().compute_capability())  # type: ignore[return-value]
+
+
+def cuda_cache_key(deps: Any, params: list[Parameter], options: BuildOptions,
+                   arch: tuple[int, int]) -> str:
+    from kdsl.codegen.nvvm import nvvm_version
+    from kdsl.runtime.compiler import cache_key
+
+    return cache_key(deps, params, options, extra=("cuda", f"sm_{arch[0]}{arch[1]}", nvvm_version()))
+
+
+def build(fn: Any, params: list[Parameter], options: BuildOptions, key: str,
+          arch: tuple[int, int]) -> tuple[bytes | None, bytes, dict]:
+    """Compiles: (host shared library or None, host object code, metadata with the PTX)."""
+    from kdsl.codegen import cpu
+    from kdsl.codegen.nvvm import compile_ptx
+    from kdsl.runtime.compiler import cuda_build
+
+    entry = f"kdsl_entry_{key[:24]}"
+    emitted, (results, written, returns_tuple) = cuda_build(fn, params, options, entry)
+    ptx = compile_ptx(emitted.device_ir, arch, options.fastmath)
+    code = cpu.emit_object(cpu.optimize(str(emitted.host)))
+    library = cpu.link_shared_library(code)
+    meta = {
+        "sites": emitted.sites, "results": results, "allocates": emitted.allocates,
+        "written": written, "returns_tuple": returns_tuple,
+        "format": "object" if library is None else "shared",
+        "ptx": ptx, "functions": [f.name for f in emitted.functions],
+        "scratch_bytes": emitted.scratch_bytes, "device_sites": emitted.device_sites,
+        "entry": entry,
+    }
+    return library, code, meta
+
+
+def compile_cuda_kernel(fn: Any, name: str, params: list[Parameter], deps: Any,
+                        options: BuildOptions) -> CudaCompiledKernel:
+    arch = device_arch()
+    key = cuda_cache_key(deps, params, options, arch)
+    with _load_lock:
+        if key not in _loaded:
+            _loaded[key] = _load_or_build(fn, params, options, key, arch)
+        address, meta = _loaded[key]
+    return CudaCompiledKernel(name, address, params, meta, deps)
+
+
+def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions, key: str,
+                   arch: tuple[int, int]) -> tuple[Any, dict]:
+    from kdsl.codegen import cpu
+
+    hit = cache.load(key)
+    if hit is not None:
+        path, meta = hit
+        try:
+            return _load(str(path), None, meta), meta
+        except (OSError, AttributeError, RuntimeError, KeyError):
+            pass  # damaged: rebuilt below
+    library, code, meta = build(fn, params, options, key, arch)
+    stored = cache.store(key, code if library is None else library, meta)
+    if library is None:
+        return _load(None, code, meta), meta
+    library_path = str(stored) if stored is not None else cpu.write_scratch_library(library, key)
+    return _load(library_path, None, meta), meta
+
+
+def _load(library_path: str | None, code: bytes | None, meta: dict) -> int:
+    """Loads the PTX module and the host program (its hooks pointing at this module)."""
+    from kdsl.codegen import cpu
+
+    hooks = cuda_hook_table(meta)
+    entry = meta["entry"]
+    if library_path is not None and meta["format"] == "shared":
+        return cpu.load_shared_library(library_path, entry, init_symbol(entry), hooks)
+    data = code if code is not None else open(library_path or "", "rb").read()
+    return cpu.load_object_in_jit(data, entry, init_symbol(entry), hooks)
+
+
+_keep_alive: list[Any] = []
+
+
+def cuda_hook_table(meta: dict) -> ctypes.Array:
+    """The CPU hook table with the driver's entry points, CUDA allocation, and the
+    handles of this module's kernels."""
+    from kdsl.codegen.nvvm import ptx_isa_for_cuda, ptx_version, with_ptx_version
+    from kdsl.runtime.cuda.driver import get_driver
+    from kdsl.runtime.symbols import hook_table
+
+    driver = get_driver()
+    ptx = meta["ptx"]
+    supported = ptx_isa_for_cuda(driver.driver_version())
+    if ptx_version(ptx) > supported:
+        ptx = with_ptx_version(ptx, supported)
+    module = driver.load_module(ptx.encode() + b"\0")
+    handles = (ctypes.c_void_p * max(len(meta["functions"]), 1))(
+        *[driver.get_function(module, name) for name in meta["functions"]])
+    addresses = driver.c_function_addresses()
+    allocator, releaser = cuda_allocation_hooks()
+    base = list(hook_table())
+    names = ("print", "parallel", "thread_num", "num_threads", "requested_threads", "allocate",
+             "release", "cuda_launch", "cuda_copy_to_host", "cuda_functions")
+    values = dict(zip(names, base))
+    values.update(allocate=allocator, release=releaser,
+                  cuda_launch=addresses["cuLaunchKernel"],
+                  cuda_copy_to_host=addresses["cuMemcpyDtoH_v2"],
+                  cuda_functions=ctypes.addressof(handles))
+    table = (ctypes.c_void_p * len(names))(*[values[n] for n in names])
+    _keep_alive.extend([module, handles, table])
+    return table
+
+
+# --- allocations made by host code -------------------------------------------------------
+
+class CudaAllocations:
+    """Device arrays a call made, by call token, until the call returns and claims them."""
+
+    def __init__(self) -> None:
+        self.by_call: dict[int, dict[int, Any]] = {}
+        self.lock = threading.Lock()
+
+    def claim(self, token: int) -> dict[int, Any]:
+        with self.lock:
+            return self.by_call.pop(token, {})
+
+
+CUDA_ALLOCATIONS = CudaAllocations()
+
+
+def _cuda_allocate(token: int, type_code: int, ndim: int, shape: Any, fill: int, value: float) -> int:
+    from kdsl.runtime.cuda.device_array import CudaArray
+
+    try:
+        dims = tuple(int(shape[k]) for k in range(ndim))
+        if any(d < 0 for d in dims):
+            return 0
+        dtype = T.SCALAR_TYPES[type_code].numpy_dtype
+        array = CudaArray.allocate(dims, dtype)
+        if fill != 0 and array.nbytes:
+            from kdsl.runtime.cuda.driver import get_driver
+
+            if fill == 1:
+                get_driver().memset(array.ptr, array.nbytes, 0)
+            else:
+                host = np.full(dims, 1 if fill == 2 else value, dtype=dtype)
+                get_driver().copy_to_device(array.ptr, host)
+    except (MemoryError, ValueError, OverflowError, RuntimeError):
+        return 0
+    with CUDA_ALLOCATIONS.lock:
+        CUDA_ALLOCATIONS.by_call.setdefault(token, {})[int(array.ptr)] = array
+    return int(array.ptr) or 1
+
+
+def _cuda_release(token: int, pointer: int) -> None:
+    with CUDA_ALLOCATIONS.lock:
+        CUDA_ALLOCATIONS.by_call.get(token, {}).pop(pointer or 0, None)
+
+
+@functools.cache
+def cuda_allocation_hooks() -> tuple[int, int]:
+    from kdsl.runtime.symbols import _ALLOCATE_T, _RELEASE_T
+
+    allocate, release = _ALLOCATE_T(_cuda_allocate), _RELEASE_T(_cuda_release)
+    _keep_alive.extend([allocate, release])
+    return (int(ctypes.cast(allocate, ctypes.c_void_p).value or 0),
+            int(ctypes.cast(release, ctypes.c_void_p).value or 0))
+
+
+# --- calling ---------------------------------------------------------------------------
+
+_CU_ERRORS = {1: "CUDA_ERROR_INVALID_VALUE", 2: "CUDA_ERROR_OUT_OF_MEMORY",
+              700: "CUDA_ERROR_ILLEGAL_ADDRESS", 701: "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES",
+              702: "CUDA_ERROR_LAUNCH_TIMEOUT", 710: "CUDA_ERROR_ASSERT",
+              719: "CUDA_ERROR_LAUNCH_FAILED", 209: "CUDA_ERROR_NO_BINARY_FOR_GPU",
+              218: "CUDA_ERROR_INVALID_PTX", 222: "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"}
+
+
+class CudaCompiledKernel:
+    """A loaded CUDA specialisation: converts arguments, calls the host program, raises
+    errors from the host and the device, decodes results (device arrays stay on the
+    device)."""
+
+    def __init__(self, name: str, address: int, params: list[Parameter], meta: dict,
+                 deps: Any) -> None:
+        from kdsl.runtime.compiler import CompiledKernel
+
+        self.name = name
+        self.params = params
+        self.deps = deps
+        self.meta = meta
+        # the CPU wrapper does the decoding and error messages; arrays are descriptors here
+        self.cpu = CompiledKernel(name, address, params, meta["results"], meta["sites"], deps,
+                                  meta.get("allocates", True), [], meta.get("returns_tuple", False),
+                                  extra_argtypes=[ctypes.c_uint64])
+        self.scratch_bytes = int(meta["scratch_bytes"])
+        self.device_sites = bool(meta["device_sites"])
+        self._local = threading.local()
+
+    def _scratch(self) -> Any:
+        scratch = getattr(self._local, "scratch", None)
+        if scratch is None:
+            from kdsl.runtime.cuda.device_array import CudaArray
+
+            scratch = CudaArray.allocate((self.scratch_bytes // 8,), np.dtype(np.int64))
+            self._local.scratch = scratch
+        return scratch
+
+    def __call__(self, args: tuple) -> Any:
+        from kdsl.runtime.cuda.driver import get_driver
+
+        converted = []
+        for p, a in zip(self.params, args):
+            if p.passing == "device":
+                converted.append(descriptor(a))
+            else:
+                converted.append(a)
+        scratch = self._scratch()
+        driver = get_driver()
+        if self.device_sites:
+            driver.memset(scratch.ptr, STATUS_SLOTS * 8, 0)
+        status = np.zeros(self.cpu.status_size, dtype=np.int64)
+        call_args = tuple(c(a) for c, a in zip(self.cpu.converters, converted))
+        try:
+            self.cpu.cfunc(*call_args, status, int(scratch.ptr))
+        finally:
+            made = CUDA_ALLOCATIONS.claim(status.ctypes.data) if self.cpu.allocates else {}
+        if self.device_sites and not status[0]:
+            device_status = np.zeros(STATUS_SLOTS, dtype=np.int64)
+            driver.copy_to_host(device_status, scratch.ptr)
+            if device_status[0]:
+                status[:STATUS_SLOTS] = device_status
+        if status[0] == ErrorCode.LAUNCH:
+            code = int(status[2])
+            site = self.cpu.sites[int(status[1])]
+            raise RuntimeError(f"CUDA error {_CU_ERRORS.get(code, code)} in {site.detail} of "
+                               f"kernel {self.name} (line {site.location.line})")
+        if status[0]:
+            self.cpu._raise(status)
+        if not self.cpu.results:
+            return None
+        return decode_results(self.cpu, status, made, args)
+
+
+def decode_results(cpu: Any, status: np.ndarray, made: dict[int, Any], args: tuple) -> Any:
+    """Scalars as on the CPU; arrays as device arrays (made by the call, or arguments and
+    views of them)."""
+    from kdsl.runtime.compiler import _slots
+
+    values: list[Any] = []
+    slot = STATUS_SLOTS
+    plain_results = []
+    for r in cpu.results:
+        count = _slots(r.type)
+        if isinstance(r.type, T.ArrayType):
+            values.append(_returned_device_array(r.type, status[slot:slot + count], made, args))
+        else:
+            values.append(None)
+            plain_results.append((len(values) - 1, r, slot))
+        slot += count
+    for index, r, start in plain_results:
+        scalar = T.element_scalar(r.type)
+        raw = status[start:start + T.element_count(r.type)]
+        parts = raw.view(np.float64).astype(scalar.numpy_dtype) if scalar.is_float \
+            else raw.astype(scalar.numpy_dtype)
+        if isinstance(r.type, T.ScalarType):
+            values[index] = parts[0].item() if r.weak else parts[0]
+        else:
+            values[index] = parts.reshape(T.element_shape(r.type))
+    return values[0] if len(values) == 1 and not cpu.returns_tuple else tuple(values)
+
+
+def _returned_device_array(t: T.ArrayType, raw: np.ndarray, made: dict[int, Any],
+                           args: tuple) -> Any:
+    from kdsl.runtime.cuda.device_array import CudaArray
+
+    pointer = int(raw[0])
+    n = t.full_ndim
+    shape = tuple(int(x) for x in raw[1:1 + n])
+    strides = tuple(int(x) for x in raw[1 + n:1 + 2 * n])
+    dtype = T.element_scalar(t.dtype).numpy_dtype
+    bases = [a for a in made.values()] + [a for a in args if getattr(a, "device", None) == "cuda"]
+    bases = [b for b in bases if b.dtype == dtype]
+    for base in bases:
+        if int(base.ptr) == pointer and tuple(base.shape) == shape and tuple(base.strides) == strides:
+            return base
+    for base in bases:
+        extent = sum(max(0, (d - 1) * s) for d, s in zip(base.shape, base.strides))
+        low = sum(min(0, (d - 1) * s) for d, s in zip(base.shape, base.strides))
+        if int(base.ptr) + low <= pointer <= int(base.ptr) + extent + base.dtype.itemsize:
+            return CudaArray.from_pointer(pointer, shape, strides, dtype, base)
+    if any(s == 0 for s in shape):
+        return CudaArray.allocate(shape, dtype)
+    raise RuntimeError("a kernel returned a device array kdsl cannot identify")
