@@ -33,7 +33,19 @@ from kdsl.builtins import (
     where,
 )
 from kdsl.errors import CompileError
-from kdsl.runtime.arrays import DeviceArray, array, empty, full, ones, zeros, zeros_like
+from kdsl.runtime.arrays import (
+    DeviceArray,
+    array,
+    empty,
+    from_dlpack,
+    full,
+    ones,
+    synchronize,
+    zeros,
+    zeros_like,
+)
+from kdsl.runtime.cuda.device_array import CudaArray
+from kdsl.runtime.cuda.driver import CudaError
 from kdsl.runtime.kernel import Func, Kernel, func, kernel
 from kdsl.runtime.threads import get_num_threads, set_num_threads
 from kdsl.types import (
@@ -67,11 +79,11 @@ from kdsl.types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Array", "CompileError", "DeviceArray", "Func", "Kernel", "abs", "array", "atan2",
+    "Array", "CompileError", "CudaArray", "CudaError", "DeviceArray", "Func", "Kernel", "abs", "array", "atan2",
     "atomic_add", "atomic_max", "atomic_min", "atomic_sub", "bool_", "ceil", "clamp", "cos",
-    "cross", "dot", "empty", "exp", "f32", "f64", "floor", "full", "func", "get_num_threads",
+    "cross", "dot", "empty", "exp", "f32", "f64", "floor", "from_dlpack", "full", "func", "get_num_threads",
     "i8", "i16", "i32", "i64", "ivec2", "ivec3", "ivec4", "kernel", "length", "log", "mat22",
     "mat33", "mat33d", "mat44", "max", "mean", "min", "ndrange", "normalize", "ones", "outer", "pow", "prange",
-    "set_num_threads", "sin", "sqrt", "sum", "tan", "tanh", "transpose", "u8", "u16", "u32", "u64",
+    "set_num_threads", "sin", "synchronize", "sqrt", "sum", "tan", "tanh", "transpose", "u8", "u16", "u32", "u64",
     "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros", "zeros_like",
 ]

@@ -24,6 +24,18 @@ def _examples() -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("name,code", _examples(), ids=[n for n, _ in _examples()])
 def test_example_runs(name: str, code: str, tmp_path: Path) -> None:
+    if code.startswith("# needs a GPU"):
+        from kdsl.runtime.cuda.driver import is_available
+
+        if not is_available():
+            pytest.skip("no CUDA device")
+    elif "kd.ptx" in code or ".ptx(" in code:
+        from kdsl.codegen import nvvm
+
+        try:
+            nvvm.nvvm_version()
+        except nvvm.NvvmUnavailable:
+            pytest.skip("libNVVM is not installed")
     script = tmp_path / "example.py"
     script.write_text(code)
     result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,

@@ -1,7 +1,10 @@
 """kdsl arrays: ``kd.array``, ``kd.zeros`` and friends, on a device.
 
 On the CPU a kdsl array wraps a NumPy array (no copies in or out of kernels); NumPy
-arrays can be passed to kernels directly too. Only ``device="cpu"`` exists in this build.
+arrays can be passed to kernels directly too. ``device="cuda"`` gives a ``CudaArray``
+(kdsl/runtime/cuda/device_array.py) in device memory; copies between host and device are
+always explicit (``.numpy()``, ``.to()``, ``kd.array``), and CUDA arrays of other libraries
+(``__cuda_array_interface__``, DLPack) are taken without copies.
 """
 
 from __future__ import annotations
@@ -12,15 +15,33 @@ import numpy as np
 
 from kdsl import types as T
 
-_DEVICES = ("cpu",)
+_DEVICES = ("cpu", "cuda")
 
 
-def _check_device(device: str) -> str:
-    if device == "cuda":
-        raise ValueError("device='cuda' is not available in this build of kdsl; use device='cpu'")
-    if device not in _DEVICES:
-        raise ValueError(f"unknown device {device!r}; expected 'cpu' or 'cuda'")
-    return device
+def _check_device(device: Any) -> str:
+    """``"cpu"`` or ``"cuda"`` (``"cuda:0"`` and device objects printing so are accepted)."""
+    name = device if isinstance(device, str) else str(device)
+    if name in _DEVICES:
+        return name
+    if name == "cuda:0":
+        return "cuda"
+    if name.startswith("cuda:"):
+        raise ValueError(f"device {device!r}: kdsl uses CUDA device 0 only ('cuda' or 'cuda:0')")
+    raise ValueError(f"unknown device {device!r}; expected 'cpu' or 'cuda'")
+
+
+def _cuda() -> Any:
+    """The CUDA array module (imported on first use; it never imports cuda-python)."""
+    from kdsl.runtime.cuda import device_array
+
+    return device_array
+
+
+def _as_cuda_array(obj: Any) -> Any:
+    """A zero-copy CudaArray view of ``obj`` when it lives in CUDA memory, else None."""
+    if type(obj) in (np.ndarray, list, tuple, int, float, bool, DeviceArray):
+        return None
+    return _cuda().as_cuda_array(obj)
 
 
 def _numpy_dtype(dtype: Any) -> tuple[np.dtype, tuple[int, ...]]:
@@ -52,8 +73,11 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
         return getattr(ufunc, method)(*inputs, **kwargs)
 
     def __init__(self, data: np.ndarray, device: str = "cpu") -> None:
+        if _check_device(device) != "cpu":
+            raise ValueError("a DeviceArray of host data is on device 'cpu'; make CUDA arrays "
+                             "with kd.array(data, device='cuda')")
         self._data = data
-        self.device = _check_device(device)
+        self.device = "cpu"
 
     def __kdsl_array__(self) -> np.ndarray:
         return self._data
@@ -70,6 +94,19 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
     def ndim(self) -> int:
         return self._data.ndim
 
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Byte strides."""
+        return tuple(self._data.strides)
+
+    @property
+    def size(self) -> int:
+        return int(self._data.size)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.nbytes)
+
     def __len__(self) -> int:
         return len(self._data)
 
@@ -78,8 +115,16 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
         return self._data
 
     def to(self, device: str) -> DeviceArray:
-        _check_device(device)
+        """This array on ``device``: itself on the CPU, a copy in device memory for CUDA."""
+        if _check_device(device) == "cuda":
+            return _cuda().CudaArray.from_host(self._data)
         return self
+
+    def __dlpack__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
 
     def __getitem__(self, index: Any) -> Any:
         return self._data[index]
@@ -94,41 +139,127 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
         return f"kd.array({self._data!r}, device={self.device!r})"
 
 
-def array(obj: Any, dtype: Any = None, device: str = "cpu") -> DeviceArray:
-    _check_device(device)
+def _check_trailing(data: Any, dtype: Any, trailing: tuple[int, ...]) -> None:
+    if trailing and tuple(data.shape[data.ndim - len(trailing):]) != trailing:
+        raise ValueError(f"an array of {dtype} needs trailing axes {trailing}, got shape {data.shape}")
+
+
+def array(obj: Any, dtype: Any = None, device: str | None = None) -> DeviceArray:
+    """A kdsl array of ``obj``'s data on ``device`` (default: where ``obj`` is, else the
+    CPU). Host data is copied; data already in CUDA memory (a CUDA array of kdsl, CuPy,
+    PyTorch, Numba... through ``__cuda_array_interface__`` or DLPack) is shared when it
+    stays on CUDA with the same dtype."""
+    on_cuda = _as_cuda_array(obj)
+    if device is None:
+        device = "cpu" if on_cuda is None else "cuda"
+    if _check_device(device) == "cuda":
+        return _cuda_array(obj, on_cuda, dtype)
+    if on_cuda is not None:
+        obj = on_cuda.numpy()
     if dtype is None:
         return DeviceArray(np.array(obj), device)
     np_dtype, trailing = _numpy_dtype(dtype)
     data = np.array(obj, dtype=np_dtype)
-    if trailing and tuple(data.shape[data.ndim - len(trailing):]) != trailing:
-        raise ValueError(f"an array of {dtype} needs trailing axes {trailing}, got shape {data.shape}")
+    _check_trailing(data, dtype, trailing)
     return DeviceArray(data, device)
+
+
+def _cuda_array(obj: Any, on_cuda: Any, dtype: Any) -> DeviceArray:
+    CudaArray = _cuda().CudaArray
+    if on_cuda is not None:
+        if dtype is None:
+            return on_cuda  # type: ignore[no-any-return]
+        np_dtype, trailing = _numpy_dtype(dtype)
+        if on_cuda.dtype != np_dtype:
+            on_cuda = CudaArray.from_host(on_cuda.numpy().astype(np_dtype))
+        _check_trailing(on_cuda, dtype, trailing)
+        return on_cuda  # type: ignore[no-any-return]
+    if isinstance(obj, DeviceArray):
+        obj = obj.numpy()
+    if dtype is None:
+        return CudaArray.from_host(np.asarray(obj))  # type: ignore[no-any-return]
+    np_dtype, trailing = _numpy_dtype(dtype)
+    data = np.asarray(obj, dtype=np_dtype)
+    _check_trailing(data, dtype, trailing)
+    return CudaArray.from_host(data)  # type: ignore[no-any-return]
+
+
+def _is_positive_zero(value: Any) -> bool:
+    """Whether ``value`` is a scalar whose elements are all-zero bytes (not -0.0)."""
+    if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+        return False
+    return bool(value == 0 and not np.signbit(value))
+
+
+def _filled_cuda(shape: tuple[int, ...], np_dtype: np.dtype, fill: Any) -> DeviceArray:
+    """A new CUDA array: uninitialised (``fill`` None), zeros (0) or filled with ``fill``."""
+    CudaArray = _cuda().CudaArray
+    if fill is None or _is_positive_zero(fill):
+        result = CudaArray.allocate(shape, np_dtype)
+        if fill is not None:
+            from kdsl.runtime.cuda.driver import get_driver
+
+            get_driver().memset(result.ptr, result.nbytes, 0)
+        return result  # type: ignore[no-any-return]
+    return CudaArray.from_host(np.full(shape, fill, dtype=np_dtype))  # type: ignore[no-any-return]
 
 
 def empty(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
     np_dtype, trailing = _numpy_dtype(dtype)
-    return DeviceArray(np.empty(_shape(shape) + trailing, dtype=np_dtype), _check_device(device))
+    if _check_device(device) == "cuda":
+        return _filled_cuda(_shape(shape) + trailing, np_dtype, None)
+    return DeviceArray(np.empty(_shape(shape) + trailing, dtype=np_dtype), device)
 
 
 def zeros(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
     np_dtype, trailing = _numpy_dtype(dtype)
-    return DeviceArray(np.zeros(_shape(shape) + trailing, dtype=np_dtype), _check_device(device))
+    if _check_device(device) == "cuda":
+        return _filled_cuda(_shape(shape) + trailing, np_dtype, 0)
+    return DeviceArray(np.zeros(_shape(shape) + trailing, dtype=np_dtype), device)
 
 
 def ones(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
     np_dtype, trailing = _numpy_dtype(dtype)
-    return DeviceArray(np.ones(_shape(shape) + trailing, dtype=np_dtype), _check_device(device))
+    if _check_device(device) == "cuda":
+        return _filled_cuda(_shape(shape) + trailing, np_dtype, 1)
+    return DeviceArray(np.ones(_shape(shape) + trailing, dtype=np_dtype), device)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
     np_dtype, trailing = _numpy_dtype(dtype)
-    return DeviceArray(np.full(_shape(shape) + trailing, fill_value, dtype=np_dtype),
-                       _check_device(device))
+    if _check_device(device) == "cuda":
+        return _filled_cuda(_shape(shape) + trailing, np_dtype, fill_value)
+    return DeviceArray(np.full(_shape(shape) + trailing, fill_value, dtype=np_dtype), device)
 
 
 def zeros_like(a: Any, dtype: Any = None, device: str | None = None) -> DeviceArray:
-    data = a.numpy() if isinstance(a, DeviceArray) else np.asarray(a)
+    """Zeros of ``a``'s shape (and dtype, unless given) on ``device`` (default: ``a``'s)."""
+    on_cuda = _as_cuda_array(a)
+    if on_cuda is None and _check_device(device or "cpu") == "cpu":
+        data = a.numpy() if isinstance(a, DeviceArray) else np.asarray(a)
+        if dtype is None:
+            return DeviceArray(np.zeros_like(data), "cpu")
+        np_dtype, trailing = _numpy_dtype(dtype)
+        return DeviceArray(np.zeros(data.shape + trailing, dtype=np_dtype), "cpu")
+    source = on_cuda if on_cuda is not None else np.asarray(a)
+    target = _check_device(device or ("cpu" if on_cuda is None else "cuda"))
     if dtype is None:
-        return DeviceArray(np.zeros_like(data), _check_device(device or "cpu"))
+        return zeros(source.shape, source.dtype, target)
     np_dtype, trailing = _numpy_dtype(dtype)
-    return DeviceArray(np.zeros(data.shape + trailing, dtype=np_dtype), _check_device(device or "cpu"))
+    return zeros(tuple(source.shape) + trailing, np_dtype, target)
+
+
+def synchronize() -> None:
+    """Waits until all CUDA work kdsl queued has finished (nothing to do if CUDA was never
+    used)."""
+    from kdsl.runtime.cuda.driver import current_driver
+
+    driver = current_driver()
+    if driver is not None:
+        driver.synchronize()
+
+
+def from_dlpack(obj: Any) -> DeviceArray:
+    """A kdsl array sharing the memory of a DLPack producer (``__dlpack__`` and
+    ``__dlpack_device__``): a CPU array for host tensors, a CUDA array for CUDA ones."""
+    return _cuda().from_dlpack(obj)  # type: ignore[no-any-return]

@@ -120,6 +120,10 @@ def test_wrong_dtype_kd_array_is_a_type_error():
     lambda: kd.zeros(3).to("cuda"),
 ], ids=["zeros", "ones", "empty", "full", "array", "to"])
 def test_cuda_is_a_clear_error(make):
+    from kdsl.runtime.cuda.driver import current_driver, is_available
+
+    if current_driver() is not None or is_available():
+        pytest.skip("a CUDA device (or a fake driver) is present")
     with pytest.raises(ValueError) as info:
         make()
     message = str(info.value)

@@ -22,7 +22,7 @@ from kdsl.runtime import cache
 from kdsl.runtime.arguments import Parameter
 from kdsl.runtime.options import BuildOptions
 
-_loaded: dict[str, tuple[Any, dict]] = {}
+_loaded: dict[tuple[str, int], tuple[Any, dict]] = {}  # by key and driver: modules are per context
 _load_lock = threading.Lock()
 
 
@@ -70,13 +70,18 @@ def build(fn: Any, params: list[Parameter], options: BuildOptions, key: str,
 
 def compile_cuda_kernel(fn: Any, name: str, params: list[Parameter], deps: Any,
                         options: BuildOptions) -> CudaCompiledKernel:
+    from kdsl.runtime.cuda.driver import get_driver
+
     arch = device_arch()
     key = cuda_cache_key(deps, params, options, arch)
+    loaded_key = (key, id(get_driver()))
     with _load_lock:
-        if key not in _loaded:
-            _loaded[key] = _load_or_build(fn, params, options, key, arch)
-        address, meta = _loaded[key]
-    return CudaCompiledKernel(name, address, params, meta, deps)
+        if loaded_key not in _loaded:
+            _loaded[loaded_key] = _load_or_build(fn, params, options, key, arch)
+        address, meta = _loaded[loaded_key]
+    compiled = CudaCompiledKernel(name, address, params, meta, deps)
+    compiled.rebuild = lambda: compile_cuda_kernel(fn, name, params, deps, options)
+    return compiled
 
 
 def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions, key: str,
@@ -225,6 +230,10 @@ class CudaCompiledKernel:
         self.cpu = CompiledKernel(name, address, params, meta["results"], meta["sites"], deps,
                                   meta.get("allocates", True), [], meta.get("returns_tuple", False),
                                   extra_argtypes=[ctypes.c_uint64])
+        from kdsl.runtime.cuda.driver import get_driver
+
+        self.driver = get_driver()  # modules and scratch belong to its context
+        self.rebuild: Any = None
         self.scratch_bytes = int(meta["scratch_bytes"])
         self.device_sites = bool(meta["device_sites"])
         self._local = threading.local()
@@ -241,6 +250,9 @@ class CudaCompiledKernel:
     def __call__(self, args: tuple) -> Any:
         from kdsl.runtime.cuda.driver import get_driver
 
+        driver = get_driver()
+        if driver is not self.driver and self.rebuild is not None:
+            return self.rebuild()(args)  # another driver was installed (tests do this)
         converted = []
         for p, a in zip(self.params, args):
             if p.passing == "device":
@@ -248,7 +260,6 @@ class CudaCompiledKernel:
             else:
                 converted.append(a)
         scratch = self._scratch()
-        driver = get_driver()
         if self.device_sites:
             driver.memset(scratch.ptr, STATUS_SLOTS * 8, 0)
         status = np.zeros(self.cpu.status_size, dtype=np.int64)
