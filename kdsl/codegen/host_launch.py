@@ -20,6 +20,7 @@ from typing import Any
 
 from llvmlite import ir
 
+from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode
 from kdsl.codegen.device_kernel import (
     BLOCK_SIZE,
@@ -110,8 +111,6 @@ class HostEmitter(KernelEmitter):
     def _unpack_array(self, t: Any, obj: ir.Value) -> ArrayView:
         """A device array arrives as a descriptor (an int64 NumPy array): the data's
         device address, the sizes of all axes, then their byte strides."""
-        from kdsl import types as T
-
         descriptor = self.b.bitcast(self._ndarray_data(obj), i64.as_pointer())
 
         def word(k: int) -> ir.Value:
@@ -208,10 +207,10 @@ class HostEmitter(KernelEmitter):
         function = self.device.parallel_kernel(op, free, fields)
         index = len(self.device.functions) - 1
         zero = ir.Constant(i64, 0)
-        inner = self.scalar.op_max(_i64(), extents[-1], zero)
+        inner = self.scalar.op_max(T.i64, extents[-1], zero)
         outer: ir.Value = ir.Constant(i64, 1)
         for e in extents[:-1]:
-            outer = self.b.mul(outer, self.scalar.op_max(_i64(), e, zero))
+            outer = self.b.mul(outer, self.scalar.op_max(T.i64, e, zero))
         blocks = self.b.udiv(self.b.add(inner, ir.Constant(i64, BLOCK_SIZE - 1)),
                              ir.Constant(i64, BLOCK_SIZE))
         limit_y = REDUCTION_GRID_Y if types else MAX_GRID_Y
@@ -219,7 +218,7 @@ class HostEmitter(KernelEmitter):
         limit_x: ir.Value = ir.Constant(i64, MAX_GRID_X)
         if types:
             limit_x = self.b.udiv(ir.Constant(i64, MAX_REDUCTION_BLOCKS), grid_y)
-        grid_x = self.scalar.op_max(_i64(), self.scalar.op_min(_i64(), blocks, limit_x),
+        grid_x = self.scalar.op_max(T.i64, self.scalar.op_min(T.i64, blocks, limit_x),
                                     ir.Constant(i64, 1))
         self._launch(op, index, fields, (self.b.trunc(grid_x, i32), self.b.trunc(grid_y, i32)),
                      BLOCK_SIZE)
@@ -250,8 +249,8 @@ class HostEmitter(KernelEmitter):
                                   combine)
 
     def _clamp(self, value: ir.Value, limit: int) -> ir.Value:
-        low = self.scalar.op_max(_i64(), value, ir.Constant(i64, 1))
-        return self.scalar.op_min(_i64(), low, ir.Constant(i64, limit))
+        low = self.scalar.op_max(T.i64, value, ir.Constant(i64, 1))
+        return self.scalar.op_min(T.i64, low, ir.Constant(i64, limit))
 
     # --- driver calls ------------------------------------------------------------------
 
@@ -295,12 +294,6 @@ class HostEmitter(KernelEmitter):
             return self.b.inttoptr(self.b.load(self.b.bitcast(address, i64.as_pointer())), t)
         v = self.b.load(self.b.bitcast(address, memory_type_of(t).as_pointer()))
         return self.b.trunc(v, i1) if t == i1 else v
-
-
-def _i64() -> Any:
-    from kdsl import types as T
-
-    return T.i64
 
 
 def Block_of(ops: list[Operation]) -> Block:  # noqa: N802 - reads as a constructor

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
+from kdsl.codegen.abi import HOOK_ORDER
 from kdsl.codegen.llvm_types import f64, i8, i8_ptr, i32, i64, void
 
 REGION_T = ir.FunctionType(void, [i8_ptr])
@@ -29,8 +30,6 @@ HOOK_TYPES: dict[str, ir.FunctionType] = {
                                          i8_ptr.as_pointer(), i8_ptr.as_pointer()]),
     "cuda_copy_to_host": ir.FunctionType(i32, [i8_ptr, i64, i64]),
 }
-HOOK_ORDER = ("print", "parallel", "thread_num", "num_threads", "requested_threads", "allocate",
-              "release", "cuda_launch", "cuda_copy_to_host", "cuda_functions")
 _POINTER_HOOKS = {"cuda_functions": i8_ptr.as_pointer()}
 
 

@@ -204,13 +204,17 @@ class CompiledKernel:
         message = site.detail or "assertion failed"
         raise AssertionError(f"{message} ({where})" + (f"\n    {line}" if line else ""))
 
-    def _decode(self, status: np.ndarray, made: dict[int, np.ndarray], args: tuple) -> Any:
+    def _decode(self, status: np.ndarray, made: dict[int, Any], args: tuple,
+                returned_array: Any = None) -> Any:
+        """The results from the status slots; arrays through ``returned_array`` (NumPy
+        arrays by default; device arrays for CUDA kernels)."""
+        returned_array = returned_array or _returned_array
         values: list[Any] = []
         slot = STATUS_SLOTS
         for r in self.results:
             if isinstance(r.type, T.ArrayType):
                 count = _slots(r.type)
-                values.append(_returned_array(r.type, status[slot:slot + count], made, args))
+                values.append(returned_array(r.type, status[slot:slot + count], made, args))
                 slot += count
                 continue
             scalar = T.element_scalar(r.type)

@@ -70,10 +70,10 @@ class Allocations:
     """Arrays a kernel call made, by call token, until the call returns and claims them."""
 
     def __init__(self) -> None:
-        self.by_call: dict[int, dict[int, np.ndarray]] = {}
+        self.by_call: dict[int, dict[int, Any]] = {}  # NumPy arrays, or CUDA arrays
         self.lock = threading.Lock()
 
-    def claim(self, token: int) -> dict[int, np.ndarray]:
+    def claim(self, token: int) -> dict[int, Any]:
         with self.lock:
             return self.by_call.pop(token, {})
 
@@ -129,7 +129,7 @@ def _openmp() -> list[int] | None:
 
 
 def hook_table() -> ctypes.Array:
-    """Pointers in the order of codegen.runtime_hooks.HOOK_ORDER."""
+    """Pointers in the order of codegen.abi.HOOK_ORDER."""
     if _table:
         return _table[0]
     printer = _PRINT_T(_print)

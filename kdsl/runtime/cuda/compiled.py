@@ -17,10 +17,11 @@ from typing import Any
 import numpy as np
 
 from kdsl import types as T
-from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, init_symbol
+from kdsl.codegen.abi import HOOK_ORDER, STATUS_SLOTS, ErrorCode, init_symbol
 from kdsl.runtime import cache
 from kdsl.runtime.arguments import Parameter
 from kdsl.runtime.options import BuildOptions
+from kdsl.runtime.symbols import Allocations
 
 _loaded: dict[tuple[str, int], tuple[Any, dict]] = {}  # by key and driver: modules are per context
 _load_lock = threading.Lock()
@@ -136,33 +137,19 @@ def cuda_hook_table(meta: dict) -> ctypes.Array:
     addresses = driver.c_function_addresses()
     allocator, releaser = cuda_allocation_hooks()
     base = list(hook_table())
-    names = ("print", "parallel", "thread_num", "num_threads", "requested_threads", "allocate",
-             "release", "cuda_launch", "cuda_copy_to_host", "cuda_functions")
-    values = dict(zip(names, base))
+    values = dict(zip(HOOK_ORDER, base))
     values.update(allocate=allocator, release=releaser,
                   cuda_launch=addresses["cuLaunchKernel"],
                   cuda_copy_to_host=addresses["cuMemcpyDtoH_v2"],
                   cuda_functions=ctypes.addressof(handles))
-    table = (ctypes.c_void_p * len(names))(*[values[n] for n in names])
+    table = (ctypes.c_void_p * len(HOOK_ORDER))(*[values[n] for n in HOOK_ORDER])
     _keep_alive.extend([module, handles, table])
     return table
 
 
 # --- allocations made by host code -------------------------------------------------------
 
-class CudaAllocations:
-    """Device arrays a call made, by call token, until the call returns and claims them."""
-
-    def __init__(self) -> None:
-        self.by_call: dict[int, dict[int, Any]] = {}
-        self.lock = threading.Lock()
-
-    def claim(self, token: int) -> dict[int, Any]:
-        with self.lock:
-            return self.by_call.pop(token, {})
-
-
-CUDA_ALLOCATIONS = CudaAllocations()
+CUDA_ALLOCATIONS = Allocations()  # device arrays a call made, by call token
 
 
 def _cuda_allocate(token: int, type_code: int, ndim: int, shape: Any, fill: int, value: float) -> int:
@@ -253,17 +240,12 @@ class CudaCompiledKernel:
         driver = get_driver()
         if driver is not self.driver and self.rebuild is not None:
             return self.rebuild()(args)  # another driver was installed (tests do this)
-        converted = []
-        for p, a in zip(self.params, args):
-            if p.passing == "device":
-                converted.append(descriptor(a))
-            else:
-                converted.append(a)
         scratch = self._scratch()
         if self.device_sites:
             driver.memset(scratch.ptr, STATUS_SLOTS * 8, 0)
         status = np.zeros(self.cpu.status_size, dtype=np.int64)
-        call_args = tuple(c(a) for c, a in zip(self.cpu.converters, converted))
+        call_args = tuple(descriptor(a) if p.passing == "device" else c(a)
+                          for c, p, a in zip(self.cpu.converters, self.params, args))
         try:
             self.cpu.cfunc(*call_args, status, int(scratch.ptr))
         finally:
@@ -282,35 +264,7 @@ class CudaCompiledKernel:
             self.cpu._raise(status)
         if not self.cpu.results:
             return None
-        return decode_results(self.cpu, status, made, args)
-
-
-def decode_results(cpu: Any, status: np.ndarray, made: dict[int, Any], args: tuple) -> Any:
-    """Scalars as on the CPU; arrays as device arrays (made by the call, or arguments and
-    views of them)."""
-    from kdsl.runtime.compiler import _slots
-
-    values: list[Any] = []
-    slot = STATUS_SLOTS
-    plain_results = []
-    for r in cpu.results:
-        count = _slots(r.type)
-        if isinstance(r.type, T.ArrayType):
-            values.append(_returned_device_array(r.type, status[slot:slot + count], made, args))
-        else:
-            values.append(None)
-            plain_results.append((len(values) - 1, r, slot))
-        slot += count
-    for index, r, start in plain_results:
-        scalar = T.element_scalar(r.type)
-        raw = status[start:start + T.element_count(r.type)]
-        parts = raw.view(np.float64).astype(scalar.numpy_dtype) if scalar.is_float \
-            else raw.astype(scalar.numpy_dtype)
-        if isinstance(r.type, T.ScalarType):
-            values[index] = parts[0].item() if r.weak else parts[0]
-        else:
-            values[index] = parts.reshape(T.element_shape(r.type))
-    return values[0] if len(values) == 1 and not cpu.returns_tuple else tuple(values)
+        return self.cpu._decode(status, made, args, _returned_device_array)
 
 
 def _returned_device_array(t: T.ArrayType, raw: np.ndarray, made: dict[int, Any],
