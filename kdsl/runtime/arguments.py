@@ -77,6 +77,10 @@ def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
     """The parameter an argument binds to; TypeError naming it when it does not fit."""
     if is_cuda_array(a):
         p = parameter_for(name, annotation, _typing_stand_in(a))
+        if p.passing != "object":  # a vector, matrix or scalar: a value the host passes
+            raise TypeError(f"argument '{name}': expected {_describe_annotation(p.type)} "
+                            f"(a value, passed from the host), got a CUDA array of shape "
+                            f"{tuple(a.shape)}; pass .numpy() or a tuple")
         return Parameter(p.name, p.type, p.weak, "device", p.trailing_shape)
     unwrap = getattr(a, "__kdsl_array__", None)
     if unwrap is not None:

@@ -19,6 +19,7 @@ import tempfile
 import textwrap
 from typing import Any
 
+import kdsl_cuda_testing as cuda_testing
 import numpy as np
 
 import kdsl as kd
@@ -143,8 +144,11 @@ def assert_same(actual: Any, expected: Any, rtol: float = 0.0, atol: float = 0.0
 def check(kernel: Any, *args: Any, rtol: float = 0.0, atol: float = 0.0) -> Any:
     """Runs ``kernel`` as plain Python on copies of ``args`` (same layouts) and compiled on
     ``args`` themselves; asserts that the results and all arguments afterwards agree.
-    Returns the compiled result (the compiled writes stay in ``args``)."""
+    Where the suite runs CUDA (see ``cuda_testing``), the kernel also runs on device
+    copies of ``args``, compared the same way. Returns the compiled result (the compiled
+    writes stay in ``args``)."""
     python_args = clone(args)
+    device_args = clone(args) if cuda_testing.enabled() else None
     with np.errstate(all="ignore"):  # integer wrap-around warns in NumPy scalar code
         expected = kernel.python(*python_args)
     compiled_args = args
@@ -153,6 +157,8 @@ def check(kernel: Any, *args: Any, rtol: float = 0.0, atol: float = 0.0) -> Any:
     for k, (a, e) in enumerate(zip(compiled_args, python_args)):
         if isinstance(e, np.ndarray):
             assert_same(a, e, rtol, atol, what=f"argument {k} after the call")
+    if device_args is not None:
+        cuda_testing.check_on_device(kernel, device_args, expected, python_args, rtol, atol)
     return actual
 
 

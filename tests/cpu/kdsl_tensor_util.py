@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import kdsl_cuda_testing as cuda_testing
 import numpy as np
 from kdsl_cpu_util import assert_same, check, clone, kernel_from_source
 
@@ -89,7 +90,11 @@ def against_numpy(kernel: Any, args: tuple, reference: Callable[..., Any], rtol:
     if python:
         actual = check(kernel, *args, rtol=rtol, atol=atol)
     else:
+        device_args = clone(args) if cuda_testing.enabled() else None
         actual = kernel(*args)
+        if device_args is not None:
+            cuda_testing.check_on_device(kernel, device_args, expected, clone(numpy_args),
+                                         rtol, atol)
     assert_same(actual, expected, rtol, atol, what="compiled vs NumPy")
     for k, (a, e) in enumerate(zip(args, numpy_args)):
         if isinstance(e, np.ndarray):

@@ -2,6 +2,7 @@
 kd.atomic_add/sub/min/max returning old values, and updates the compiler proves
 non-conflicting (demoted to plain updates)."""
 
+import kdsl_cuda_testing as cuda_testing
 import numpy as np
 import pytest
 from kdsl_cpu_util import check, nonzero_floats, nonzero_ints, with_threads
@@ -59,7 +60,20 @@ def test_atomic_add_returns_distinct_old_values(threads):
     assert counter[0] == n
     np.testing.assert_array_equal(np.sort(tickets), np.arange(n))
     if threads == 1:  # serial: the same order as plain Python
-        with_threads(1, check, take_tickets, np.zeros(1, np.int64), np.zeros(100, np.int64))
+        with cuda_testing.cpu_only():
+            with_threads(1, check, take_tickets, np.zeros(1, np.int64), np.zeros(100, np.int64))
+
+
+def test_atomic_add_returns_distinct_old_values_on_cuda():
+    if not cuda_testing.enabled():
+        pytest.skip("CUDA tests are off")
+    n = 20_000
+    with cuda_testing.on_device():
+        counter = kd.zeros(1, kd.i64, device="cuda")
+        tickets = kd.zeros(n, kd.i64, device="cuda")
+        take_tickets(counter, tickets)
+        assert counter.numpy()[0] == n
+        np.testing.assert_array_equal(np.sort(tickets.numpy()), np.arange(n))
 
 
 @kd.kernel
@@ -80,7 +94,8 @@ def test_atomic_functions_serial_order_matches_python(dtype, rng):
     v = nonzero_ints(rng, n, np.int64, -20, 20).astype(dtype)
     a = nonzero_ints(rng, (5, 4), np.int64, -5, 5).astype(dtype)
     outs = [np.zeros(n, dtype) for _ in range(4)]
-    with_threads(1, check, atomics_old_values, a, idx, v, *outs)
+    with cuda_testing.cpu_only():
+        with_threads(1, check, atomics_old_values, a, idx, v, *outs)
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.float64, np.float32])

@@ -14,14 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pytest
 
-LAUNCH_T = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
-    ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p,
-    ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p))
-COPY_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64)
+from kdsl.runtime.cuda.emulator import COPY_T, LAUNCH_T, HostMemoryDriver
 
 
 @dataclass
@@ -37,9 +32,7 @@ class Launch:
 
 
 @dataclass
-class FakeDriver:
-    memory: dict[int, Any] = field(default_factory=dict)
-    freed: list[int] = field(default_factory=list)
+class FakeDriver(HostMemoryDriver):
     modules: list[str] = field(default_factory=list)
     names: dict[int, str] = field(default_factory=dict)
     launches: list[Launch] = field(default_factory=list)
@@ -50,55 +43,13 @@ class FakeDriver:
         self._launch = LAUNCH_T(self._on_launch)
         self._copy = COPY_T(self._on_copy)
 
-    # --- what kdsl calls ----------------------------------------------------------------
-    def make_current(self) -> None:
-        pass
-
-    def compute_capability(self) -> tuple[int, int]:
-        return (9, 0)
-
-    def driver_version(self) -> int:
-        return 13000
-
     def device_name(self) -> str:
         return "fake GPU"
-
-    def alloc(self, nbytes: int) -> int:
-        buffer = ctypes.create_string_buffer(max(int(nbytes), 1))
-        address = ctypes.addressof(buffer)
-        self.memory[address] = buffer
-        return address
-
-    def free(self, ptr: int) -> None:
-        self.freed.append(ptr)
-        self.memory.pop(ptr, None)
-
-    def copy_to_device(self, dst: int, src: np.ndarray) -> None:
-        src = np.ascontiguousarray(src)
-        ctypes.memmove(dst, src.ctypes.data, src.nbytes)
-
-    def copy_to_host(self, dst: np.ndarray, src: int) -> None:
-        ctypes.memmove(dst.ctypes.data, src, dst.nbytes)
-
-    def copy_device(self, dst: int, src: int, nbytes: int) -> None:
-        ctypes.memmove(dst, src, nbytes)
-
-    def memset(self, ptr: int, nbytes: int, value: int) -> None:
-        ctypes.memset(ptr, value, nbytes)
-
-    def synchronize(self) -> None:
-        pass
-
-    def stream_synchronize(self, stream: int) -> None:
-        pass
 
     def load_module(self, image: bytes | str) -> int:
         text = image.decode() if isinstance(image, bytes) else image
         self.modules.append(text.rstrip("\0"))
         return len(self.modules)
-
-    def unload_module(self, module: Any) -> None:
-        pass
 
     def get_function(self, module: int, name: str) -> int:
         assert f".entry {name}(" in self.modules[module - 1], f"no kernel {name} in the PTX"

@@ -38,31 +38,48 @@ def device_arch() -> tuple[int, int]:
     return tuple(get_driver().compute_capability())  # type: ignore[return-value]
 
 
+def image_format() -> str:
+    """What the driver loads: "ptx", or "nvvm" (NVVM IR) for the CPU emulator."""
+    from kdsl.runtime.cuda.driver import get_driver
+
+    return getattr(get_driver(), "code_format", "ptx")
+
+
 def cuda_cache_key(deps: Any, params: list[Parameter], options: BuildOptions,
                    arch: tuple[int, int]) -> str:
-    from kdsl.codegen.nvvm import nvvm_version
     from kdsl.runtime.compiler import cache_key
 
-    return cache_key(deps, params, options, extra=("cuda", f"sm_{arch[0]}{arch[1]}", nvvm_version()))
+    if image_format() == "ptx":
+        from kdsl.codegen.nvvm import nvvm_version
+
+        compiler = nvvm_version()
+    else:
+        compiler = "emulated"
+    return cache_key(deps, params, options, extra=("cuda", f"sm_{arch[0]}{arch[1]}", compiler))
 
 
 def build(fn: Any, params: list[Parameter], options: BuildOptions, key: str,
           arch: tuple[int, int]) -> tuple[bytes | None, bytes, dict]:
-    """Compiles: (host shared library or None, host object code, metadata with the PTX)."""
+    """Compiles: (host shared library or None, host object code, metadata with the
+    device code: PTX, or NVVM IR for the emulator)."""
     from kdsl.codegen import cpu
-    from kdsl.codegen.nvvm import compile_ptx
     from kdsl.runtime.compiler import cuda_build
 
     entry = f"kdsl_entry_{key[:24]}"
     emitted, (results, written, returns_tuple) = cuda_build(fn, params, options, entry)
-    ptx = compile_ptx(emitted.device_ir, arch, options.fastmath)
+    if image_format() == "ptx":
+        from kdsl.codegen.nvvm import compile_ptx
+
+        image = compile_ptx(emitted.device_ir, arch, options.fastmath)
+    else:
+        image = emitted.device_ir
     code = cpu.emit_object(cpu.optimize(str(emitted.host)))
     library = cpu.link_shared_library(code)
     meta = {
         "sites": emitted.sites, "results": results, "allocates": emitted.allocates,
         "written": written, "returns_tuple": returns_tuple,
         "format": "object" if library is None else "shared",
-        "ptx": ptx, "functions": [f.name for f in emitted.functions],
+        "image": image, "functions": [f.name for f in emitted.functions],
         "scratch_bytes": emitted.scratch_bytes, "device_sites": emitted.device_sites,
         "entry": entry,
     }
@@ -127,11 +144,12 @@ def cuda_hook_table(meta: dict) -> ctypes.Array:
     from kdsl.runtime.symbols import hook_table
 
     driver = get_driver()
-    ptx = meta["ptx"]
-    supported = ptx_isa_for_cuda(driver.driver_version())
-    if ptx_version(ptx) > supported:
-        ptx = with_ptx_version(ptx, supported)
-    module = driver.load_module(ptx.encode() + b"\0")
+    image = meta["image"]
+    if image_format() == "ptx":
+        supported = ptx_isa_for_cuda(driver.driver_version())
+        if ptx_version(image) > supported:
+            image = with_ptx_version(image, supported)
+    module = driver.load_module(image.encode() + b"\0")
     handles = (ctypes.c_void_p * max(len(meta["functions"]), 1))(
         *[driver.get_function(module, name) for name in meta["functions"]])
     addresses = driver.c_function_addresses()

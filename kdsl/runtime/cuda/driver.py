@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import os
 import threading
 from typing import Any
 
@@ -298,7 +299,12 @@ def _create_driver() -> Driver:
     global _driver
     with _lock:
         if _driver is None:
-            _driver = Driver()
+            if os.environ.get("KDSL_CUDA_EMULATOR", "") not in ("", "0"):
+                from kdsl.runtime.cuda.emulator import EmulatedDriver
+
+                _driver = EmulatedDriver()
+            else:
+                _driver = Driver()
         return _driver  # type: ignore[no-any-return]
 
 
