@@ -86,3 +86,21 @@ def fake_driver():
     driver.set_driver(fake)
     yield fake
     driver.set_driver(previous)
+
+
+_EMULATOR: Any = None
+
+
+@pytest.fixture
+def emulated_device():
+    """kdsl's emulated CUDA device (one for the session: modules stay loaded)."""
+    global _EMULATOR
+    from kdsl.runtime.cuda import driver
+    from kdsl.runtime.cuda.emulator import EmulatedDriver
+
+    if _EMULATOR is None:
+        _EMULATOR = EmulatedDriver()
+    previous = driver.current_driver()
+    driver.set_driver(_EMULATOR)
+    yield _EMULATOR
+    driver.set_driver(previous)
