@@ -201,6 +201,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--size", type=int, default=800, help="image side in pixels")
     parser.add_argument("--extent", type=float, default=4.0, help="half-width of the view")
     parser.add_argument("--output", default="galaxy_collision.png", help="PNG to write")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the arrays live and the kernels run")
     parser.add_argument("--small", action="store_true",
                         help="a quick run: 1024 stars, 400 px")
     args = parser.parse_args(argv)
@@ -214,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     pos, vel, mass, galaxy = encounter(args.stars, args.seed)
     acc = np.zeros_like(pos)
     print(f"bodies: {len(pos)}  steps: {args.steps}  dt: {args.dt}  "
-          f"threads: {kd.get_num_threads()}")
+          f"device: {args.device}  threads: {kd.get_num_threads()}")
+    if args.device == "cuda":
+        pos, vel, acc, mass = (kd.array(a, device="cuda") for a in (pos, vel, acc, mass))
 
     start = time.perf_counter()
     accelerations(pos, mass, acc)
@@ -235,6 +239,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{potential1:.5f}")
     print(f"        total {e0:.5f} -> {e1:.5f}  drift (relative to kinetic) {drift:.2e}")
 
+    if args.device == "cuda":
+        pos = pos.numpy()
     render(pos, galaxy, args.size, args.extent).save(args.output)
     print(f"wrote {args.output}")
     if not math.isfinite(drift) or drift > ENERGY_TOLERANCE:

@@ -204,6 +204,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="stop when no cell changes by more than this")
     parser.add_argument("--max-iterations", type=int, default=20000)
     parser.add_argument("--output", default="heat_diffusion.png", help="PNG to write")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the arrays live and the kernels run")
     parser.add_argument("--small", action="store_true", help="a quick run on a 128 x 128 grid")
     args = parser.parse_args(argv)
     if args.small:
@@ -219,15 +221,18 @@ def main(argv: list[str] | None = None) -> int:
     pipes, slots = default_scene()
     build_scene(kind, u, pipes, slots)
     print(f"grid: {n} x {n}  free cells: {int(np.sum(kind == FREE))}  "
-          f"threads: {kd.get_num_threads()}")
+          f"device: {args.device}  threads: {kd.get_num_threads()}")
+    u_on, kind_on = kd.array(u, device=args.device), kd.array(kind, device=args.device)
 
     start = time.perf_counter()
-    solve(u, kind, optimal_omega(n), args.tolerance, 0)      # compiles
+    solve(u_on, kind_on, optimal_omega(n), args.tolerance, 0)      # compiles
     print(f"compile: {time.perf_counter() - start:.2f} s")
 
     start = time.perf_counter()
-    iterations, change = solve(u, kind, optimal_omega(n), args.tolerance, args.max_iterations)
+    iterations, change = solve(u_on, kind_on, optimal_omega(n), args.tolerance,
+                               args.max_iterations)
     elapsed = time.perf_counter() - start
+    u = u_on.numpy() if args.device == "cuda" else u_on
     updates = float(iterations) * np.sum(kind == FREE)
     print(f"solve: {int(iterations)} iterations in {elapsed:.2f} s "
           f"({updates / max(elapsed, 1e-9) / 1e6:.0f} M cell updates/s), "

@@ -24,6 +24,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -230,6 +231,21 @@ class System:
     def cell_arrays(self) -> tuple[np.ndarray, ...]:
         return self.cell_start, self.cell_fill, self.particle_cell, self.cell_particles
 
+    @property
+    def device(self) -> str:
+        return "cuda" if getattr(self.pos, "device", "cpu") == "cuda" else "cpu"
+
+    def to(self, device: str) -> "System":
+        """The same state with its arrays on ``device`` ("cpu" gives NumPy arrays)."""
+        def move(a: Any) -> Any:
+            if device == "cuda":
+                return kd.array(a, device="cuda")
+            return a.numpy() if getattr(a, "device", "cpu") == "cuda" else a
+        arrays = {f: move(getattr(self, f)) for f in ("pos", "vel", "acc", "cell_start",
+                                                       "cell_fill", "particle_cell",
+                                                       "cell_particles")}
+        return System(box=self.box, ncell=self.ncell, **arrays)
+
 
 def cells_per_side(box: float) -> int:
     """Cells per side of the grid: cells at least ``CUTOFF`` wide, or one cell."""
@@ -288,11 +304,13 @@ def run(system: System, steps: int, dt: float, temperature: float = 0.0,
     With ``tau > 0`` a thermostat with time constant ``tau`` holds ``temperature``.
     """
     energy = np.zeros((steps, 2), np.float32)
+    if system.device == "cuda":
+        energy = kd.array(energy, device="cuda")
     coupling = dt / tau if tau > 0.0 else 0.0
     compute_acceleration(system)
     simulate(system.pos, system.vel, system.acc, system.box, system.ncell, dt, steps,
              *system.cell_arrays(), energy, temperature, coupling)
-    return energy
+    return energy.numpy() if system.device == "cuda" else energy
 
 
 # --- picture --------------------------------------------------------------------------
@@ -343,6 +361,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--size", type=int, default=800, help="image side in pixels")
     parser.add_argument("--output", default="lennard_jones.png", help="PNG to write")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the arrays live and the kernels run")
     parser.add_argument("--small", action="store_true",
                         help="a quick run: 900 particles, 300 + 300 steps, 400 px")
     args = parser.parse_args(argv)
@@ -364,8 +384,9 @@ def print_history(history: np.ndarray, first_step: int, lines: int = 4) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     system = initial_state(args.particles, args.density, args.temperature, args.seed)
+    system = system.to(args.device)
     print(f"particles: {system.n}  box: {system.box:.1f}  cells: {system.ncell}^2  "
-          f"threads: {kd.get_num_threads()}")
+          f"device: {args.device}  threads: {kd.get_num_threads()}")
 
     start = time.perf_counter()
     run(system, 0, args.dt)                    # compiles the kernels
@@ -392,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"energy: start {e0:.3f}  end {e1:.3f}  drift per particle {drift:.2e}")
     print(f"temperature: start {ke0 / system.n:.3f}  end {ke1 / system.n:.3f}")
 
-    render(system, args.size).save(args.output)
+    render(system.to("cpu"), args.size).save(args.output)
     print(f"wrote {args.output}")
     if not math.isfinite(drift) or drift > ENERGY_TOLERANCE:
         print(f"error: energy not conserved (drift {drift:.2e} > {ENERGY_TOLERANCE:.0e})",

@@ -339,16 +339,22 @@ def default_sources(n: int, speed: float) -> np.ndarray:
 
 def run(n: int, steps: int, dt: float = 0.004, speed: float = 0.6, buoyancy: float = 1.0,
         confinement: float = 1.2, dye_decay: float = 0.1,
-        jacobi: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Simulate ``steps`` steps on an ``n x n`` grid from rest, in one kernel call.
+        jacobi: int = 40, device: str = "cpu") -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                        np.ndarray]:
+    """Simulate ``steps`` steps on an ``n x n`` grid from rest, in one kernel call, with
+    the fields on ``device``.
 
     ``speed`` and ``buoyancy`` are in box widths (per unit time, per unit time squared).
-    Returns the velocity ``u, v``, the dye and the per-step statistics.
+    Returns the velocity ``u, v``, the dye and the per-step statistics (NumPy arrays).
     """
-    u, v, dye, p = make_grid(n, n)
-    stats = np.zeros((steps, 3), np.float32)
-    simulate(u, v, dye, p, default_sources(n, speed), dt, buoyancy * n, confinement,
+    fields = (*make_grid(n, n), np.zeros((steps, 3), np.float32), default_sources(n, speed))
+    if device == "cuda":
+        fields = tuple(kd.array(a, device="cuda") for a in fields)
+    u, v, dye, p, stats, sources = fields
+    simulate(u, v, dye, p, sources, dt, buoyancy * n, confinement,
              dye_decay, jacobi, steps, stats)
+    if device == "cuda":
+        return u.numpy(), v.numpy(), dye.numpy(), stats.numpy()
     return u, v, dye, stats
 
 
@@ -391,6 +397,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--jacobi", type=int, default=40,
                         help="Jacobi iterations per pressure solve")
     parser.add_argument("--output", default="stable_fluids.png", help="PNG to write")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help="where the arrays live and the kernels run")
     parser.add_argument("--small", action="store_true",
                         help="a quick run: 96 x 96 cells, 300 steps")
     args = parser.parse_args(argv)
@@ -403,14 +411,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     n = args.size
     print(f"grid: {n} x {n}  steps: {args.steps}  dt: {args.dt}  "
-          f"Jacobi iterations: {args.jacobi}  threads: {kd.get_num_threads()}")
+          f"Jacobi iterations: {args.jacobi}  device: {args.device}  "
+          f"threads: {kd.get_num_threads()}")
 
     start = time.perf_counter()
-    run(n, 0, args.dt, jacobi=args.jacobi)              # compiles the kernel
+    run(n, 0, args.dt, jacobi=args.jacobi, device=args.device)   # compiles the kernel
     print(f"compile: {time.perf_counter() - start:.2f} s")
 
     start = time.perf_counter()
-    u, v, dye, stats = run(n, args.steps, args.dt, jacobi=args.jacobi)
+    u, v, dye, stats = run(n, args.steps, args.dt, jacobi=args.jacobi, device=args.device)
     elapsed = time.perf_counter() - start
     print(f"simulate: {args.steps} steps in {elapsed:.2f} s "
           f"({1e3 * elapsed / max(args.steps, 1):.2f} ms/step, one kernel call)")

@@ -52,6 +52,8 @@ NVPTX_DATA_LAYOUT = (
     "f32:32:32-f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64"
 )
 BLOCK_SIZE = 256
+BLOCK_SHIFT = 8  # log2(BLOCK_SIZE)
+MIN_LANES_SHIFT = 5  # rows of at least a warp
 WARPS = BLOCK_SIZE // 32
 MAX_REDUCTION_BLOCKS = 1024  # blocks of a launch with reductions: partials fit the scratch
 SLOT = 8  # bytes per value in the partials and results buffers
@@ -122,7 +124,12 @@ class DeviceEmitter(KernelEmitter):
 
     def parallel_kernel(self, op: Operation, free: list[Value], fields: list[ir.Value]) -> DeviceFunction:
         """The kernel of a top-level parallel loop. ``fields``: status, partials, the
-        extents, then the free values' parts (host values: only their types are used)."""
+        extents, for two or more axes the log2 of the lanes per row, then the free
+        values' parts (host values: only their types are used).
+
+        A block of 256 threads covers ``256 >> shift`` rows of ``1 << shift`` lanes each
+        (``shift`` from 5 to 8, chosen by the host for the last axis's extent), so that
+        narrow rows do not leave most of a block idle."""
         ndim = op.attrs["ndim"]
         kinds = op.attrs["reductions"]
         types = [r.type for r in op.results]
@@ -130,15 +137,17 @@ class DeviceEmitter(KernelEmitter):
         self.status = self.b.bitcast(loaded[0], i64.as_pointer())
         partials = loaded[1]
         extents = loaded[2:2 + ndim]
-        self._bind_free_values(free, loaded[2 + ndim:])
+        shift = loaded[2 + ndim] if ndim > 1 else ir.Constant(i64, BLOCK_SHIFT)
+        self._bind_free_values(free, loaded[2 + ndim + (1 if ndim > 1 else 0):])
         self.in_parallel = True
         self.in_reduction_kernel = bool(types)
         x = self._sreg("tid.x")
         block_x, blocks_x = self._sreg("ctaid.x"), self._sreg("nctaid.x")
         block_y, blocks_y = self._sreg("ctaid.y"), self._sreg("nctaid.y")
-        width = self._sreg("ntid.x")
-        first = self.b.add(self.b.mul(block_x, width), x)
-        stride = self.b.mul(blocks_x, width)
+        lanes = self.b.shl(ir.Constant(i64, 1), shift)
+        lane = self.b.and_(x, self.b.sub(lanes, ir.Constant(i64, 1)))
+        first = self.b.add(self.b.mul(block_x, lanes), lane)
+        stride = self.b.mul(blocks_x, lanes)
         accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
         body = op.regions[0]
 
@@ -161,7 +170,11 @@ class DeviceEmitter(KernelEmitter):
                     rest = self.b.sdiv(rest, e)
                 return inner([rest] + ivs, carried)
 
-            finals = self._counted_loop(block_y, outer, blocks_y, accs, types, rows)
+            rows_per_block = self.b.lshr(ir.Constant(i64, BLOCK_SIZE), shift)
+            row = self.b.lshr(x, shift)
+            first_row = self.b.add(self.b.mul(block_y, rows_per_block), row)
+            finals = self._counted_loop(first_row, outer, self.b.mul(blocks_y, rows_per_block),
+                                        accs, types, rows)
         slots = 0
         if types:
             slots = self._block_reduce(finals, kinds, types, partials, block_x, blocks_x, block_y, x)

@@ -23,8 +23,10 @@ from llvmlite import ir
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode
 from kdsl.codegen.device_kernel import (
+    BLOCK_SHIFT,
     BLOCK_SIZE,
     MAX_REDUCTION_BLOCKS,
+    MIN_LANES_SHIFT,
     SLOT,
     DeviceEmitter,
     DeviceFunction,
@@ -201,20 +203,31 @@ class HostEmitter(KernelEmitter):
         types = [r.type for r in op.results]
         free = free_values(body)
         partials = self._results_pointer()
-        fields: list[ir.Value] = [self.scratch, partials, *extents]
-        for v in free:
-            fields.extend(flatten(self.values[v], v.type))
-        function = self.device.parallel_kernel(op, free, fields)
-        index = len(self.device.functions) - 1
         zero = ir.Constant(i64, 0)
         inner = self.scalar.op_max(T.i64, extents[-1], zero)
         outer: ir.Value = ir.Constant(i64, 1)
         for e in extents[:-1]:
             outer = self.b.mul(outer, self.scalar.op_max(T.i64, e, zero))
-        blocks = self.b.udiv(self.b.add(inner, ir.Constant(i64, BLOCK_SIZE - 1)),
-                             ir.Constant(i64, BLOCK_SIZE))
+        fields: list[ir.Value] = [self.scratch, partials, *extents]
+        rows_per_block: ir.Value = ir.Constant(i64, 1)
+        shift: ir.Value = ir.Constant(i64, BLOCK_SHIFT)
+        if ndim > 1:  # lanes per row: the last extent rounded up to a power of two, 32..256
+            shift = ir.Constant(i64, MIN_LANES_SHIFT)
+            for k in range(MIN_LANES_SHIFT, BLOCK_SHIFT):
+                wider = self.b.icmp_signed(">", inner, ir.Constant(i64, 1 << k))
+                shift = self.b.add(shift, self.b.zext(wider, i64))
+            fields.append(shift)
+            rows_per_block = self.b.lshr(ir.Constant(i64, BLOCK_SIZE), shift)
+        for v in free:
+            fields.extend(flatten(self.values[v], v.type))
+        function = self.device.parallel_kernel(op, free, fields)
+        index = len(self.device.functions) - 1
+        lanes = self.b.shl(ir.Constant(i64, 1), shift)
+        blocks = self.b.udiv(self.b.add(inner, self.b.sub(lanes, ir.Constant(i64, 1))), lanes)
         limit_y = REDUCTION_GRID_Y if types else MAX_GRID_Y
-        grid_y = self._clamp(outer, limit_y)
+        row_blocks = self.b.udiv(self.b.add(outer, self.b.sub(rows_per_block, ir.Constant(i64, 1))),
+                                 rows_per_block)
+        grid_y = self._clamp(row_blocks, limit_y)
         limit_x: ir.Value = ir.Constant(i64, MAX_GRID_X)
         if types:
             limit_x = self.b.udiv(ir.Constant(i64, MAX_REDUCTION_BLOCKS), grid_y)

@@ -44,7 +44,7 @@ def saxpy(a: kd.f32, x: kd.Array[kd.f32], y: kd.Array[kd.f32], out: kd.Array[kd.
 def test_parallel_loop_is_a_grid_stride_kernel():
     ptx = saxpy.ptx(np.float32(2), X, X, X.copy())
     assert ptx.count(".entry") == 1
-    assert "%ctaid.x" in ptx and "%nctaid.x" in ptx and "%ntid.x" in ptx
+    assert "%ctaid.x" in ptx and "%nctaid.x" in ptx and "%tid.x" in ptx
     assert "fma.rn.f32" in ptx
     assembles(ptx)
 
