@@ -46,6 +46,7 @@ NATIVE_LAUNCH_T = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_
                                    ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p)
 MAX_THREADS_PER_BLOCK = 1024
 STACK_BYTES = 256 * 1024  # each emulated thread's stack (kernels that synchronise)
+CONTEXT_BYTES = 4096  # room for a ucontext_t
 CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_LAUNCH_FAILED = 719
 
@@ -124,7 +125,7 @@ class EmulatedDriver(HostMemoryDriver):
         self.functions: dict[int, tuple[_Module, str]] = {}
         self.launch_count = 0
         self._lock = threading.Lock()  # one launch at a time: a module's blocks share globals
-        self._stacks: Any = None  # the emulated threads' stacks
+        self._stacks: Any = None  # the emulated threads' contexts and stacks (one launch at a time)
         self._launch_callback = LAUNCH_T(self._on_launch)
         self._copy_callback = COPY_T(self._on_copy)
         self._print_callback = PRINT_T(_device_printf)
@@ -176,8 +177,8 @@ class EmulatedDriver(HostMemoryDriver):
             # threads that never wait for each other may run one after another: that is
             # one of the schedules a GPU may choose, and much faster to emulate
             if name in module.synchronising:
-                if self._stacks is None:  # pages are touched only as stacks grow
-                    self._stacks = mmap.mmap(-1, MAX_THREADS_PER_BLOCK * STACK_BYTES)
+                if self._stacks is None:  # contexts, then stacks: touched only as used
+                    self._stacks = mmap.mmap(-1, MAX_THREADS_PER_BLOCK * (CONTEXT_BYTES + STACK_BYTES))
                 stacks = ctypes.addressof(ctypes.c_char.from_buffer(self._stacks))
                 failed = module.launch(module.wrappers[name], ctypes.cast(params, ctypes.c_void_p),
                                        gx, gy, bx, stacks)
@@ -283,7 +284,7 @@ _RUNTIME = r"""
 @kdsl_emu.exchange = internal global [2048 x i32] zeroinitializer, align 16
 @kdsl_emu.parity = internal global [1024 x i32] zeroinitializer, align 16
 @kdsl_emu.state = internal global [1024 x i32] zeroinitializer, align 16
-@kdsl_emu.contexts = internal global [1024 x [4096 x i8]] zeroinitializer, align 16
+@kdsl_emu.contexts = internal global i8* null
 @kdsl_emu.scheduler = internal global [4096 x i8] zeroinitializer, align 16
 @kdsl_emu.function = internal global void (i8**)* null
 @kdsl_emu.params = internal global i8** null
@@ -355,14 +356,19 @@ define internal void @kdsl_emu.thread_main() {
 }
 
 define internal i8* @kdsl_emu.context(i32 %t) {
-  %c = getelementptr [1024 x [4096 x i8]], [1024 x [4096 x i8]]* @kdsl_emu.contexts, i64 0, i32 %t, i64 0
+  %base = load i8*, i8** @kdsl_emu.contexts
+  %wide = zext i32 %t to i64
+  %offset = mul i64 %wide, CONTEXT_BYTES
+  %c = getelementptr i8, i8* %base, i64 %offset
   ret i8* %c
 }
 
 ; a block's threads as coroutines of this thread: each runs until it waits at a barrier
 ; (or ends); once every thread has had its turn, the waiting ones go on
-define i32 @kdsl_emu_launch(i8* %function, i8** %params, i32 %gx, i32 %gy, i32 %bx, i8* %stacks) {
+define i32 @kdsl_emu_launch(i8* %function, i8** %params, i32 %gx, i32 %gy, i32 %bx, i8* %memory) {
 entry:
+  store i8* %memory, i8** @kdsl_emu.contexts
+  %stacks = getelementptr i8, i8* %memory, i64 CONTEXTS_BYTES
   %fn = bitcast i8* %function to void (i8**)*
   store void (i8**)* %fn, void (i8**)** @kdsl_emu.function
   store i8** %params, i8*** @kdsl_emu.params
@@ -532,7 +538,8 @@ define internal i32 @"kdsl_emu.vprintf"(i8* %format, i8* %args) {
   %r = call i32 %fn(i8* %format, i8* %args)
   ret i32 %r
 }
-""".replace("STACK_BYTES", str(STACK_BYTES))
+""".replace("CONTEXTS_BYTES", str(MAX_THREADS_PER_BLOCK * CONTEXT_BYTES)).replace(
+    "CONTEXT_BYTES", str(CONTEXT_BYTES)).replace("STACK_BYTES", str(STACK_BYTES))
 
 
 def _compile_for_host(text: str, symbols: list[str]) -> tuple[Any, dict[str, int]]:
