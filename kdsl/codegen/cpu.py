@@ -127,15 +127,20 @@ def _engine() -> Any:
     return engine
 
 
-def load_object_in_jit(code: bytes, entry: str, init: str, hooks: Any) -> int:
-    """Loads object code into llvmlite's JIT (used where no linker is installed)."""
+def jit_symbols(code: bytes, symbols: list[str]) -> dict[str, int]:
+    """Loads object code into llvmlite's JIT; the addresses of ``symbols``."""
     b = llvm()
     with _lock:
         engine = _engine()
         engine.add_object_file(b.ObjectFileRef.from_data(code))
         engine.finalize_object()
-        address = engine.get_function_address(entry)
-        init_address = engine.get_function_address(init)
+        return {s: int(engine.get_function_address(s)) for s in symbols}
+
+
+def load_object_in_jit(code: bytes, entry: str, init: str, hooks: Any) -> int:
+    """Loads object code into llvmlite's JIT (used where no linker is installed)."""
+    found = jit_symbols(code, [entry, init])
+    address, init_address = found[entry], found[init]
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(init_address)(ctypes.addressof(hooks))
     if not address:
         raise RuntimeError(f"compiled code has no symbol {entry}")

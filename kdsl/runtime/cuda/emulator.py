@@ -554,12 +554,7 @@ def _compile_for_host(text: str, symbols: list[str]) -> tuple[Any, dict[str, int
         loaded = ctypes.CDLL(path)
         return loaded, {s: int(ctypes.cast(getattr(loaded, s), ctypes.c_void_p).value or 0)
                         for s in symbols}
-    b = cpu.llvm()
-    with cpu._lock:
-        engine = cpu._engine()
-        engine.add_object_file(b.ObjectFileRef.from_data(code))
-        engine.finalize_object()
-        return engine, {s: int(engine.get_function_address(s)) for s in symbols}
+    return None, cpu.jit_symbols(code, symbols)
 
 
 # --- vprintf ---------------------------------------------------------------------------
