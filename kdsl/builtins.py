@@ -7,6 +7,7 @@ objects to IR ops (kdsl/frontend/calls.py); it never calls them.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -91,14 +92,16 @@ def prange(*args: int) -> range:
     return range(*args)
 
 
-def ndrange(*extents: int) -> Iterator[Any]:
-    """A parallel loop over up to three axes, each ``range(extent)``."""
+def ndrange(*extents: Any) -> Iterator[Any]:
+    """A parallel loop over up to three axes, each ``range(extent)`` or, for a
+    ``(start, stop)`` pair, ``range(start, stop)``."""
     if not 1 <= len(extents) <= 3:
         raise TypeError("ndrange takes one to three extents")
-    if len(extents) == 1:
-        yield from range(extents[0])
+    ranges = [range(*e) if isinstance(e, tuple) else range(e) for e in extents]
+    if len(ranges) == 1:
+        yield from ranges[0]
         return
-    yield from np.ndindex(*extents)
+    yield from itertools.product(*ranges)
 
 
 # --- math -----------------------------------------------------------------------------

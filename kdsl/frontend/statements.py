@@ -32,7 +32,7 @@ from kdsl.frontend.values import IterationSpace, Static, TupleValue
 from kdsl.ir.core import Block, Value
 
 RETURN_FLAG = "$return"
-_AUG_REDUCTIONS = {ast.Add: "add", ast.Sub: "add", ast.Mult: "mul"}
+_AUG_REDUCTIONS = {ast.Add: "add", ast.Sub: "add", ast.Mult: "mul", ast.Div: "mul"}
 _AUG_OPS = {
     ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
     ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "bit_and", ast.BitOr: "bit_or",
@@ -476,16 +476,9 @@ class StatementLowering(ExpressionLowering):
         obj = getattr(fn, "obj", None)
         if obj not in (range, kb.prange, kb.ndrange):
             self.error("a kernel can only loop over range(), kd.prange() or kd.ndrange()", node)
-        args = [self.value(a) for a in node.args]
-        for a, a_node in zip(args, node.args):
-            if not isinstance(a.type, T.ScalarType) or a.type.is_float:
-                self.error(f"loop bounds must be integers, got {a.type}", a_node)
-        args = [self.mark_weak(self.builder.cast(a, T.i64), self.is_weak(a)) for a in args]
         if obj is kb.ndrange:
-            if not 1 <= len(args) <= 3:
-                self.error("kd.ndrange() takes one to three extents", node)
-            zero, one = self.constant(0), self.constant(1)
-            return IterationSpace(True, (zero,) * len(args), tuple(args), (one,) * len(args))
+            return self.ndrange_space(node)
+        args = [self.loop_bound(self.value(a), a) for a in node.args]
         if not 1 <= len(args) <= 3:
             self.error("range() takes one to three arguments", node)
         if len(args) == 1:
@@ -497,6 +490,30 @@ class StatementLowering(ExpressionLowering):
             if self._defining_constant(step) == 0:
                 self.error("range() step must not be zero", node)
         return IterationSpace(obj is kb.prange, (start,), (stop,), (step,))
+
+    def loop_bound(self, a: Value, node: ast.AST) -> Value:
+        if not isinstance(a.type, T.ScalarType) or a.type.is_float:
+            self.error(f"loop bounds must be integers, got {a.type}", node)
+        return self.mark_weak(self.builder.cast(a, T.i64), self.is_weak(a))
+
+    def ndrange_space(self, node: ast.Call) -> IterationSpace:
+        """``kd.ndrange(n, (start, stop), ...)``: per axis an extent or a (start, stop) pair."""
+        if not 1 <= len(node.args) <= 3:
+            self.error("kd.ndrange() takes one to three extents", node)
+        starts, stops = [], []
+        for a in node.args:
+            bound = self.expr(a)
+            if isinstance(bound, TupleValue):
+                if len(bound.items) != 2:
+                    self.error("a kd.ndrange() axis is an extent or a (start, stop) pair, "
+                               f"got a tuple of {len(bound.items)}", a)
+                starts.append(self.loop_bound(self.value_of(bound.items[0], a), a))
+                stops.append(self.loop_bound(self.value_of(bound.items[1], a), a))
+            else:
+                starts.append(self.constant(0))
+                stops.append(self.loop_bound(self.value_of(bound, a), a))
+        one = self.constant(1)
+        return IterationSpace(True, tuple(starts), tuple(stops), (one,) * len(stops))
 
     def trip_count(self, start: Value, stop: Value, step: Value) -> Value:
         """``len(range(start, stop, step))``, for any sign of step."""
@@ -649,7 +666,7 @@ class StatementLowering(ExpressionLowering):
                 ) and _reduction_form(stmt)[0] != name:
                     self.error(
                         f"'{name}' is defined outside this parallel loop and assigned inside it; "
-                        f"only reductions ({name} += e, {name} -= e, {name} *= e, "
+                        f"only reductions ({name} += e, {name} -= e, {name} *= e, {name} /= e, "
                         f"{name} = min({name}, e), {name} = max({name}, e)) may update it",
                         stmt,
                     )
