@@ -69,6 +69,28 @@ def _speculatable(op: Operation) -> bool:
     return count <= SPECULATION_LIMIT
 
 
+def _same_llvm_value(x: ir.Value, y: ir.Value) -> bool:
+    """One value: the same instruction or argument, or two constants of one type and value
+    (llvmlite makes a new Constant object for each literal)."""
+    if x is y:
+        return True
+    return (isinstance(x, ir.Constant) and isinstance(y, ir.Constant) and x.type == y.type
+            and str(x) == str(y))
+
+
+def _addend_to(total: ir.Value, base: ir.Value) -> ir.Value | None:
+    """``x`` when ``total`` is ``base + x`` or ``x + base`` (an integer or float add)."""
+    if not (isinstance(total, ir.Instruction) and total.opname in ("fadd", "add")
+            and len(total.operands) == 2):
+        return None
+    first, second = total.operands
+    if _same_llvm_value(first, base):
+        return second
+    if _same_llvm_value(second, base):
+        return first
+    return None
+
+
 class KernelEmitter(ParallelLoops, ArrayViews):
     """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
 
@@ -506,10 +528,11 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         """``cond ? a : b``; a conditional accumulation ``cond ? s + x : s`` becomes
         ``s + (cond ? x : 0)``, the form LLVM's loop vectoriser recognises as a reduction."""
         for taken, other, flip in ((a, b, False), (b, a, True)):
-            if (isinstance(taken, ir.Instruction) and taken.opname in ("fadd", "add")
-                    and len(taken.operands) == 2 and other in taken.operands):
-                addend = taken.operands[1] if taken.operands[0] is other else taken.operands[0]
-                zero = ir.Constant(addend.type, 0.0 if taken.opname == "fadd" else 0)
+            addend = _addend_to(taken, other)
+            if addend is not None:
+                assert isinstance(taken, ir.Instruction)
+                # -0.0 is the exact identity of fadd: s + -0.0 == s even for s == -0.0
+                zero = ir.Constant(addend.type, -0.0 if taken.opname == "fadd" else 0)
                 picked = self.b.select(cond, zero, addend) if flip else self.b.select(cond, addend, zero)
                 if taken.opname == "fadd":
                     return self.b.fadd(other, picked, flags=self.options.fastmath)
