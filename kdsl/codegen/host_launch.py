@@ -48,8 +48,8 @@ from kdsl.codegen.llvm_types import (
 )
 from kdsl.codegen.parallel import free_values
 from kdsl.ir.core import Block, Function, Operation, Value
+from kdsl.ir.effects import element_access
 
-MEMORY_OPS = frozenset({"array_load", "array_store", "atomic_rmw"})
 HOST_ONLY_OPS = frozenset({"array_new", "array_free", "array_null", "print", "parallel_for"})
 MAX_GRID_X = 1 << 24
 MAX_GRID_Y = 65535
@@ -76,7 +76,7 @@ def _kind(op: Operation) -> str:
         return "launch"
     if op.name in HOST_ONLY_OPS:
         return "host"
-    if names & MEMORY_OPS:
+    if any(element_access(inner) is not None for inner in op.walk()):
         return "device"
     return "neutral"
 

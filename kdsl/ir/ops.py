@@ -1,8 +1,10 @@
 """The op registry: every IR operation is declared once here.
 
 An entry gives the op's traits, its result-type rule (used by the builder and checked
-by the verifier) and, where it has one, its constant folder. Codegen and passes look
-ops up here; adding an op is one entry plus its lowering.
+by the verifier), its effects on the memory of each array operand and, where it has
+them, its constant folder and derivative rules. Codegen and passes look ops up here
+(passes ask about effects through ``kdsl.ir.effects``); adding an op is one entry plus
+its lowering.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -20,15 +22,32 @@ from kdsl import types as T
 
 class Trait(enum.Flag):
     NONE = 0
-    PURE = enum.auto()  # no side effects: removable when unused, CSE-able
+    PURE = enum.auto()  # no effects and reads no memory: removable when unused, CSE-able
     COMMUTATIVE = enum.auto()
     TERMINATOR = enum.auto()
-    SIDE_EFFECT = enum.auto()
+    SIDE_EFFECT = enum.auto()  # an effect beyond memory: output, an error, leaving the function
     ELEMENTWISE = enum.auto()  # applies per component to vectors and matrices
+    # operand 0 is an array, one element of it is accessed at the indices that follow,
+    # and the value written (when the op writes) is the last operand
+    ELEMENT_ACCESS = enum.auto()
+
+
+class Memory(enum.Flag):
+    """What an op does to the memory of one array operand (or, ALLOCATE, its result)."""
+
+    NONE = 0
+    READ = enum.auto()
+    WRITE = enum.auto()
+    FREE = enum.auto()
+    ALIAS = enum.auto()  # the result refers to this operand's memory (a view)
+    ALLOCATE = enum.auto()  # the result is newly allocated memory
 
 
 TypeRule = Callable[[Sequence[Any], dict], list]
 Folder = Callable[[Sequence[Any], dict, Any], Any]
+# Derivative rules, filled in by the automatic differentiation package: the registry
+# only holds them, so that each op's rules sit with its other facts.
+DerivativeRule = Callable[..., Any]
 
 
 @dataclass(frozen=True)
@@ -41,9 +60,21 @@ class OpDef:
     fold: Folder | None = None
     num_regions: int = 0
     doc: str = ""
+    # effect on each array operand by position; the last entry also covers every operand
+    # after it (operands that are not arrays are never affected)
+    memory: tuple[Memory, ...] = ()
+    result_memory: Memory = Memory.NONE
+    adjoint: DerivativeRule | None = None  # reverse mode
+    tangent: DerivativeRule | None = None  # forward mode
 
     def has(self, trait: Trait) -> bool:
         return bool(self.traits & trait)
+
+    def operand_memory(self, position: int) -> Memory:
+        """The effect on the array operand at ``position``."""
+        if not self.memory:
+            return Memory.NONE
+        return self.memory[min(position, len(self.memory) - 1)]
 
 
 REGISTRY: dict[str, OpDef] = {}
@@ -57,6 +88,18 @@ def register(op: OpDef) -> OpDef:
 
 def lookup(name: str) -> OpDef:
     return REGISTRY[name]
+
+
+def set_derivative_rules(
+    name: str, adjoint: DerivativeRule | None = None, tangent: DerivativeRule | None = None
+) -> None:
+    """Attaches the reverse-mode (adjoint) and forward-mode (tangent) rules of op ``name``;
+    a rule left out keeps the one already set."""
+    op = REGISTRY[name]
+    REGISTRY[name] = replace(
+        op, adjoint=adjoint if adjoint is not None else op.adjoint,
+        tangent=tangent if tangent is not None else op.tangent,
+    )
 
 
 class OpTypeError(TypeError):
@@ -272,7 +315,8 @@ for _name, _fn in _UNARY.items():
     register(OpDef(_name, EW, _same_as_operands, _fold_numpy(_fn)))
 
 register(OpDef("select", EW, _select, doc="select %cond, %a, %b"))
-register(OpDef("cast", EW, _from_attr("type"), _fold_cast))
+register(OpDef("cast", EW, _from_attr("type"), _fold_cast, memory=(Memory.ALIAS,),
+               doc="a conversion; of an array, a view converting each element read"))
 register(OpDef("splat", PURE, _from_attr("type"), doc="a vector or matrix of one scalar"))
 register(OpDef("make_vector", PURE, _from_attr("type"), doc="a vector or matrix of components"))
 register(OpDef("extract", PURE, _element_of_first, doc="one component; attrs index"))
@@ -284,42 +328,48 @@ register(OpDef("transpose", PURE, _transpose))
 register(OpDef("outer", PURE, _outer))
 
 # Arrays. Indices are i64, one per indexed axis.
+READ, WRITE, NO_MEMORY = Memory.READ, Memory.WRITE, Memory.NONE
+ACCESS = Trait.ELEMENT_ACCESS
 register(OpDef(
-    "array_new", Trait.NONE, _from_attr("type"),
+    "array_new", Trait.NONE, _from_attr("type"), result_memory=Memory.ALLOCATE,
     doc="a new C-contiguous array; operands: the size of each axis, then the fill value "
         "when attrs.fill is 'full'",
 ))
-register(OpDef("array_free", Trait.SIDE_EFFECT, _none,
+register(OpDef("array_free", Trait.NONE, _none, memory=(Memory.FREE,),
                doc="releases an array made by array_new that nothing uses any more"))
 register(OpDef("array_null", PURE, _from_attr("type"),
                doc="an array value that is never read (a return value before any return)"))
 register(OpDef("array_dim", PURE, lambda ts, a: [T.i64], doc="size of axis attrs.axis"))
-register(OpDef("array_load", Trait.NONE, _element_of_first))
-register(OpDef("array_store", Trait.SIDE_EFFECT, _none))
+register(OpDef("array_load", ACCESS, _element_of_first, memory=(READ, NO_MEMORY)))
+register(OpDef("array_store", ACCESS, _none, memory=(WRITE, NO_MEMORY)))
 register(OpDef(
-    "atomic_rmw", Trait.SIDE_EFFECT, _element_of_first,
+    "atomic_rmw", ACCESS, _element_of_first, memory=(READ | WRITE, NO_MEMORY),
     doc="attrs kind (add, sub, min, max), implicit; returns the old value",
 ))
 
 # Whole-array (tensor) ops. Views are zero-copy; the others are lowered to loop nests
 # by passes/lower_tensors.py, which fuses elementwise chains into their consumers.
 register(OpDef(
-    "array_view", PURE, _from_attr("type"),
+    "array_view", PURE, _from_attr("type"), memory=(Memory.ALIAS, NO_MEMORY),
     doc="a view: operands array, then the runtime parts of attrs.spec (one entry per index "
         "item: ('index',), ('slice', has_start, has_stop, has_step) or ('newaxis',))",
 ))
-register(OpDef("array_transpose", PURE, _from_attr("type"), doc="the view with axes reversed"))
+register(OpDef("array_transpose", PURE, _from_attr("type"), memory=(Memory.ALIAS,),
+               doc="the view with axes reversed"))
 register(OpDef(
-    "tensor_map", PURE, _from_attr("type"),
+    "tensor_map", Trait.NONE, _from_attr("type"), memory=(READ,),
     doc="elementwise attrs.fn over broadcast operands (arrays and scalars), each element "
-        "converted to attrs.operand_type first",
+        "converted to attrs.operand_type first; read where it stands",
 ))
 register(OpDef(
-    "tensor_reduce", Trait.NONE, _from_attr("type"),
+    "tensor_reduce", Trait.NONE, _from_attr("type"), memory=(READ,),
+    result_memory=Memory.ALLOCATE,
     doc="attrs kind (sum, mean, min, max), axis (None or an axis), keepdims",
 ))
-register(OpDef("tensor_assign", Trait.SIDE_EFFECT, _none, doc="dest[...] = src, broadcast"))
-register(OpDef("tensor_matmul", Trait.NONE, _from_attr("type"), doc="a @ b, 2-D by 2-D or 1-D"))
+register(OpDef("tensor_assign", Trait.NONE, _none, memory=(WRITE, READ),
+               doc="dest[...] = src, broadcast"))
+register(OpDef("tensor_matmul", Trait.NONE, _from_attr("type"), memory=(READ,),
+               result_memory=Memory.ALLOCATE, doc="a @ b, 2-D by 2-D or 1-D"))
 register(OpDef("raise_value_error", Trait.SIDE_EFFECT, _none,
                doc="operands ok, the offending value; attrs what"))
 register(OpDef("raise_shape_error", Trait.SIDE_EFFECT, _none,
@@ -341,8 +391,9 @@ register(OpDef(
 ))
 register(OpDef("yield", Trait.TERMINATOR, _none))
 register(OpDef("condition", Trait.TERMINATOR, _none, doc="condition %cond, *carried"))
-register(OpDef("return", Trait.TERMINATOR, _none))
-register(OpDef("call", Trait.SIDE_EFFECT, _from_attr_list("types"), doc="attrs callee"))
+register(OpDef("return", Trait.TERMINATOR | Trait.SIDE_EFFECT, _none))
+register(OpDef("call", Trait.SIDE_EFFECT, _from_attr_list("types"), memory=(READ | WRITE,),
+               doc="attrs callee"))
 
 # Effects visible to the user.
 register(OpDef("print", Trait.SIDE_EFFECT, _none, doc="attrs parts: text or None per operand"))

@@ -1,22 +1,8 @@
-"""Utilities passes share: cloning regions, replacing uses, asking about effects."""
+"""Utilities passes share: cloning regions, replacing uses."""
 
 from __future__ import annotations
 
 from kdsl.ir.core import Block, Operation, Value
-from kdsl.ir.ops import Trait, lookup
-
-_EFFECT_OPS = frozenset({"array_store", "atomic_rmw", "print", "assert", "call",
-                         "raise_index_error", "raise_shape_error", "raise_value_error",
-                         "tensor_assign", "return"})
-
-
-def has_side_effects(op: Operation) -> bool:
-    """Whether removing ``op`` (when its results are unused) could change behaviour."""
-    if op.name in _EFFECT_OPS or lookup(op.name).has(Trait.SIDE_EFFECT):
-        return True
-    if op.name == "while":
-        return True  # it may not terminate; keep it
-    return any(has_side_effects(inner) for region in op.regions for inner in region.ops)
 
 
 def clone_block(block: Block, mapping: dict[Value, Value]) -> Block:

@@ -15,6 +15,7 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
+from kdsl.ir.effects import written_arrays
 from kdsl.runtime import cache
 from kdsl.runtime.arguments import Parameter, check_integer_range, variable_types
 from kdsl.runtime.ndarray_layout import ndarray_offsets
@@ -85,8 +86,7 @@ def ptx_text(fn: Any, params: list[Parameter], options: BuildOptions, entry: str
 def written_arguments(module: Module) -> list[int]:
     """Which array arguments the kernel may write (they must be writeable at the call)."""
     args = module.kernel.args
-    written = {op.operands[0] for op in module.kernel.walk()
-               if op.name in ("array_store", "atomic_rmw")}
+    written = written_arrays(module.kernel.body)
     return [k for k, a in enumerate(args) if a in written]
 
 

@@ -8,8 +8,7 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.ir.core import Block, Module, Operation, Value
-
-_ACCESSES = ("array_load", "array_store", "atomic_rmw")
+from kdsl.ir.effects import ElementAccess, element_access
 
 
 class _Emitter:
@@ -42,9 +41,10 @@ def _as_written(index: Value, definitions: dict[Value, Operation]) -> Value:
     return index
 
 
-def _guard(op: Operation, definitions: dict[Value, Operation]) -> tuple[list[Operation], dict[Value, Value]]:
-    array = op.operands[0]
-    indices = op.operands[1:] if op.name == "array_load" else op.operands[1:-1]
+def _guard(
+    op: Operation, access: ElementAccess, definitions: dict[Value, Operation]
+) -> tuple[list[Operation], dict[Value, Value]]:
+    array, indices = access.array, access.indices
     e = _Emitter(op)
     zero = e.constant(0, T.i64)
     inside: Value | None = None
@@ -92,8 +92,9 @@ def _visit(block: Block, mapping: dict[Value, Value], definitions: dict[Value, O
     for op in block.ops:
         for region in op.regions:
             _visit(region, mapping, definitions)
-        if op.name in _ACCESSES:
-            ops, results = _guard(op, definitions)
+        access = element_access(op)
+        if access is not None:
+            ops, results = _guard(op, access, definitions)
             out.extend(ops)
             mapping.update(results)
         else:

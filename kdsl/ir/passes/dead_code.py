@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl.ir.core import Block, Module, use_counts
-from kdsl.ir.rewrite import has_side_effects
+from kdsl.ir.effects import has_side_effects
 
 
 def _sweep(block: Block, counts: dict[Any, int]) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.effects import element_access
 
 
 def _demote(op: Operation) -> list[Operation]:
@@ -21,10 +22,9 @@ def _shared_writes(body: Block, ivs: tuple[Value, ...]) -> set[Value]:
     """Arrays written somewhere in ``body`` at an index that is not injective."""
     shared = set()
     for op in body.walk():
-        if op.name in ("array_store", "atomic_rmw"):
-            indices = op.operands[1:-1]
-            if not _injective(indices, ivs):
-                shared.add(op.operands[0])
+        access = element_access(op)
+        if access is not None and access.writes and not _injective(access.indices, ivs):
+            shared.add(access.array)
     return shared
 
 

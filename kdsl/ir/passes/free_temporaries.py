@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.effects import allocates, view_source
 
-_VIEWS = ("array_view", "array_transpose", "cast")
 _ESCAPES = ("yield", "return", "condition", "call")
 
 
@@ -20,7 +20,7 @@ def _escapes(array: Value, users: dict[Value, list[Operation]]) -> bool:
         for user in users.get(value, []):
             if user.name in _ESCAPES:
                 return True
-            if user.name in _VIEWS or user.name == "select":
+            if view_source(user) is value or user.name == "select":
                 for r in user.results:
                     if r not in seen:
                         seen.add(r)
@@ -36,7 +36,7 @@ def _visit(block: Block, users: dict[Value, list[Operation]], top: bool) -> None
         return  # arrays of the call itself are released when it returns
     frees = [
         Operation("array_free", [op.result], [], {}, None, op.location)
-        for op in block.ops if op.name == "array_new" and not _escapes(op.result, users)
+        for op in block.ops if allocates(op) and not _escapes(op.result, users)
     ]
     if frees:
         terminator = block.ops[-1] if block.ops and block.ops[-1].name in _ESCAPES else None

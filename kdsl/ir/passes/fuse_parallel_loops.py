@@ -16,29 +16,24 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.effects import allocates, element_access, has_effect, view_source
 from kdsl.ir.ops import Trait, lookup
 from kdsl.ir.rewrite import clone_block, remap_operands
-
-_ACCESSES = ("array_load", "array_store", "atomic_rmw")
-
-
-_ORDERED_EFFECTS = ("call", "print", "assert", "raise_index_error", "raise_shape_error",
-                    "array_new")
 
 
 def _accesses(loop: Operation) -> list[tuple[Value, list[Value], bool]]:
     """(array, indices, is a write) of every memory access in the loop."""
-    out = []
-    for op in loop.regions[0].walk():
-        if op.name == "array_load":
-            out.append((op.operands[0], list(op.operands[1:]), False))
-        elif op.name in ("array_store", "atomic_rmw"):
-            out.append((op.operands[0], list(op.operands[1:-1]), True))
-    return out
+    accesses = (element_access(op) for op in loop.regions[0].walk())
+    return [(a.array, a.indices, a.writes) for a in accesses if a is not None]
 
 
 def _has_ordered_effects(loop: Operation) -> bool:
-    return any(op.name in _ORDERED_EFFECTS for op in loop.regions[0].walk())
+    """Prints, errors, calls and allocations keep their order: the effects other than
+    element accesses (which ``legal`` compares index by index)."""
+    return any(
+        allocates(op) or (has_effect(op) and element_access(op) is None)
+        for op in loop.regions[0].walk()
+    )
 
 
 class _Fuser:
@@ -49,8 +44,8 @@ class _Fuser:
 
     def base(self, array: Value) -> Value:
         op = self.definitions.get(array)
-        while op is not None and op.name in ("array_view", "array_transpose", "cast"):
-            array = op.operands[0]
+        while op is not None and (source := view_source(op)) is not None:
+            array = source
             op = self.definitions.get(array)
         return array
 

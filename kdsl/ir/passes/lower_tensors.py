@@ -22,10 +22,10 @@ from typing import Any
 from kdsl import types as T
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Module, Operation, Value, use_counts
-from kdsl.ir.rewrite import has_side_effects, remap_operands
+from kdsl.ir.effects import has_side_effects, view_source
+from kdsl.ir.rewrite import remap_operands
 
 _TENSOR_OPS = ("tensor_map", "tensor_assign", "tensor_reduce", "tensor_matmul")
-_VIEW_OPS = ("array_view", "array_transpose", "cast")
 MATMUL_ROWS = 8  # rows of the result computed together, sharing each row of b
 MATMUL_UNROLL = 4  # products accumulated per load and store of the result
 _REDUCTION_KINDS = {"sum": "add", "mean": "add", "min": "min", "max": "max"}
@@ -34,16 +34,10 @@ _REDUCTION_KINDS = {"sum": "add", "mean": "add", "min": "min", "max": "max"}
 def _base(v: Value, definitions: dict[Value, Operation]) -> Value:
     """The array a view was taken of."""
     op = definitions.get(v)
-    while op is not None and op.name in _VIEW_OPS and isinstance(op.operands[0].type, T.ArrayType):
-        v = op.operands[0]
+    while op is not None and (source := view_source(op)) is not None:
+        v = source
         op = definitions.get(v)
     return v
-
-
-def _writes_memory(op: Operation) -> bool:
-    return op.name in ("array_store", "atomic_rmw", "tensor_assign", "call") or (
-        bool(op.regions) and any(_writes_memory(inner) for r in op.regions for inner in r.ops)
-    )
 
 
 class TensorLowerer:
@@ -128,7 +122,7 @@ class TensorLowerer:
         if user not in block.ops:
             return False
         between = block.ops[position + 1:block.ops.index(user)]
-        return not any(_writes_memory(other) or has_side_effects(other) for other in between)
+        return not any(has_side_effects(other) for other in between)
 
     # --- helpers --------------------------------------------------------------------
 

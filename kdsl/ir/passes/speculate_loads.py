@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl.ir.core import Block, Module, Operation, Value
-
-_WRITES = frozenset({"array_store", "atomic_rmw", "call", "print", "assert", "raise_index_error"})
+from kdsl.ir.effects import has_effect
 
 
 class _Facts:
@@ -61,7 +60,7 @@ class _Facts:
 def _hoistable(region: Block, facts: _Facts, outside: set[Value]) -> list[Operation]:
     hoisted = []
     for op in region.ops:
-        if op.name in _WRITES or any(inner.name in _WRITES for inner in op.walk()):
+        if any(has_effect(inner) for inner in op.walk()):
             break
         if op.name == "array_load" and all(v in outside for v in op.operands) and facts.in_bounds(op):
             hoisted.append(op)

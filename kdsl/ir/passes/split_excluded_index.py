@@ -12,7 +12,8 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.ir.core import Block, Module, Operation, Value
-from kdsl.ir.rewrite import clone_block, has_side_effects, remap_operands
+from kdsl.ir.effects import has_side_effects
+from kdsl.ir.rewrite import clone_block, remap_operands
 
 
 def _constant(op: Operation | None, value: Any) -> bool:
