@@ -60,8 +60,19 @@ def _components(values: Sequence[Any]) -> list[Any]:
     return out
 
 
+def _real_components(t: Any, values: Sequence[Any]) -> None:
+    """TypeError naming the component when one is not a real number (complex, text)."""
+    for k, v in enumerate(values):
+        if type(v) in (float, int, bool):
+            continue
+        if np.asarray(v).dtype.kind not in "biuf":
+            raise TypeError(f"{t} component {k}: expected a real number, got "
+                            f"{type(v).__name__} {v!r}")
+
+
 def make_vector(vtype: T.VectorType, components: Sequence[Any]) -> Vector:
     dtype = vtype.element.numpy_dtype
+    _real_components(vtype, components)
     if len(components) == 1 and np.ndim(components[0]) == 0:
         data = np.full(vtype.size, components[0], dtype=dtype)
     else:
@@ -74,6 +85,7 @@ def make_vector(vtype: T.VectorType, components: Sequence[Any]) -> Vector:
 
 def make_matrix(mtype: T.MatrixType, components: Sequence[Any]) -> Matrix:
     dtype = mtype.element.numpy_dtype
+    _real_components(mtype, components)
     if len(components) == 1 and np.ndim(components[0]) == 0:
         data = np.full(mtype.shape, components[0], dtype=dtype)
     else:

@@ -88,6 +88,14 @@ def _source_lines(fn: Callable[..., Any]) -> tuple[list[str], int, str]:
 _CACHE: dict[Callable[..., Any], FunctionSource] = {}
 
 
+def reject_async(fn: Callable[..., Any]) -> None:
+    """A located CompileError, at decoration, for an ``async def`` marked as a kernel or func."""
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        read_function(fn)
+        raise CompileError(f"{fn.__qualname__} is an 'async def': kernels and funcs must be "
+                           "plain 'def' functions")
+
+
 def read_function(fn: Callable[..., Any]) -> FunctionSource:
     """Parses ``fn``'s source (never traces it); cached per function object."""
     cached = _CACHE.get(fn)
@@ -103,7 +111,11 @@ def read_function(fn: Callable[..., Any]) -> FunctionSource:
     module = ast.parse(text)
     tree = module.body[0]
     if not isinstance(tree, ast.FunctionDef):
-        raise CompileError(f"{fn.__qualname__} is not a plain function definition")
+        where = SourceLocation(file, first_line + getattr(tree, "lineno", 1) - 1,
+                               getattr(tree, "col_offset", 0) + max(0, indent), fn.__name__)
+        kind = "an 'async def'" if isinstance(tree, ast.AsyncFunctionDef) else "not a plain 'def'"
+        raise CompileError(f"{fn.__qualname__} is {kind}: kernels and funcs must be plain "
+                           "'def' functions", where)
     source = FunctionSource(fn, tree, text, file, first_line, max(0, indent))
     _CACHE[fn] = source
     return source

@@ -165,6 +165,8 @@ class StatementLowering(ExpressionLowering):
 
     def store(self, target: ast.expr, value: Any, node: ast.AST) -> None:
         if isinstance(target, ast.Name):
+            if isinstance(value, Value) and isinstance(value.type, T.ArrayType) and not value.name_hint:
+                value.name_hint = target.id  # debug-mode errors name the array
             self.assign(target.id, value, node)
         elif isinstance(target, (ast.Tuple, ast.List)):
             if not isinstance(value, TupleValue):

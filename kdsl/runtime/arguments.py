@@ -104,10 +104,7 @@ def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
         return Parameter(name, annotation.specialised(bool(a.flags.c_contiguous)), False,
                          "object", trailing)
     if isinstance(annotation, (T.VectorType, T.MatrixType)):
-        arr = np.asarray(a)
-        if arr.shape != annotation.shape or not np.can_cast(arr.dtype, annotation.element.numpy_dtype,
-                                                            "same_kind"):
-            raise mismatch()
+        vector_argument(name, annotation, a)
         return Parameter(name, annotation, False, "vector")
     if isinstance(annotation, T.ScalarType):
         if isinstance(a, np.ndarray) or not isinstance(a, (bool, int, float, np.generic)):
@@ -123,6 +120,24 @@ def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
             check_integer_range(name, annotation, a)
         return Parameter(name, annotation, False, "float" if annotation.is_float else "int")
     return _unannotated(name, a)
+
+
+def vector_argument(name: str, t: T.VectorType | T.MatrixType, a: Any) -> np.ndarray:
+    """``a`` as a contiguous array of ``t``'s components, or TypeError naming the
+    parameter when it has the wrong shape or components (complex, text, ragged lists).
+
+    Every call checks this, the fast path too: a list's type says nothing of its length."""
+    dtype = T.element_scalar(t).numpy_dtype
+    if type(a) in (Vector, Matrix) and a.shape == t.shape and a.dtype == dtype:
+        return np.ascontiguousarray(a)
+    try:
+        arr = np.asarray(a)
+    except (ValueError, TypeError):  # a ragged list
+        arr = None
+    if arr is None or arr.shape != t.shape or not np.can_cast(arr.dtype, dtype, "same_kind"):
+        raise TypeError(f"argument '{name}': expected {_describe_annotation(t)}, "
+                        f"got {_describe_argument(a)}")
+    return np.ascontiguousarray(arr, dtype=dtype)
 
 
 def check_integer_range(name: str, t: T.ScalarType, a: Any) -> int:

@@ -17,7 +17,12 @@ from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
 from kdsl.ir.effects import written_arrays
 from kdsl.runtime import cache
-from kdsl.runtime.arguments import Parameter, check_integer_range, variable_types
+from kdsl.runtime.arguments import (
+    Parameter,
+    check_integer_range,
+    variable_types,
+    vector_argument,
+)
 from kdsl.runtime.ndarray_layout import ndarray_offsets
 from kdsl.runtime.options import BuildOptions
 from kdsl.runtime.symbols import ALLOCATIONS
@@ -143,8 +148,7 @@ class CompiledKernel:
                 self.converters.append(lambda a: a)
             elif p.passing == "vector":
                 argtypes.append(ctypes.py_object)
-                dtype = T.element_scalar(p.type).numpy_dtype
-                self.converters.append(lambda a, dtype=dtype: np.ascontiguousarray(a, dtype=dtype))
+                self.converters.append(functools.partial(vector_argument, p.name, p.type))
             elif p.passing == "float":
                 argtypes.append(ctypes.c_double)
                 self.converters.append(float)

@@ -28,6 +28,9 @@ class Func:
     __kdsl_func__ = True
 
     def __init__(self, fn: Callable[..., Any]) -> None:
+        from kdsl.frontend.source import reject_async
+
+        reject_async(fn)
         self.py_function = fn
         functools.update_wrapper(self, fn)
 
@@ -45,6 +48,9 @@ class Kernel:
 
     def __init__(self, fn: Callable[..., Any], debug: bool | None = None,
                  fastmath: bool = True) -> None:
+        from kdsl.frontend.source import reject_async
+
+        reject_async(fn)
         self.py_function = fn
         self.__name__ = fn.__name__
         functools.update_wrapper(self, fn)

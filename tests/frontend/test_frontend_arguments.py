@@ -201,3 +201,47 @@ def test_failed_func_does_not_poison_its_other_callers():
         halve_vector_into_scalar(a)
     halve_all(a)
     np.testing.assert_array_equal(a, [0.5, 1.0, 1.5])
+
+
+# --- the fast path checks what the first call checked ---------------------------------------
+
+@kd.kernel
+def vector_sum(v: kd.vec3):
+    return v.x + v.y + v.z
+
+
+@kd.kernel
+def matrix_corner(m: kd.mat33):
+    return m[2, 2]
+
+
+@pytest.mark.parametrize("wrong", [[1.0, 2.0], [1.0, 2.0, 3.0, 4.0], [[1.0, 2.0, 3.0]],
+                                   [1.0, [2.0], 3.0], [1j, 2.0, 3.0], ["1", "2", "3"]])
+def test_vector_parameter_checks_every_call_not_only_the_first(wrong):
+    assert vector_sum([1.0, 2.0, 4.0]) == pytest.approx(vector_sum.python([1.0, 2.0, 4.0]))
+    with pytest.raises(TypeError, match=r"argument 'v': expected vec3, got list"):
+        vector_sum(wrong)
+    assert vector_sum((0.5, 0.25, 2.0)) == pytest.approx(2.75)
+
+
+@pytest.mark.parametrize("wrong", [[[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0, 3.0]] * 2,
+                                   [[1.0, 2.0, 3.0]] * 4, [[1j, 0, 0], [0, 1, 0], [0, 0, 1]]])
+def test_matrix_parameter_checks_every_call_not_only_the_first(wrong):
+    good = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.5]]
+    assert matrix_corner(good) == pytest.approx(9.5)
+    with pytest.raises(TypeError, match=r"argument 'm': expected mat33, got list"):
+        matrix_corner(wrong)
+    assert matrix_corner(np.arange(9.0).reshape(3, 3).tolist()) == pytest.approx(8.0)
+
+
+def test_complex_vector_components_name_the_parameter():
+    assert vector_sum(np.array([1.0, 2.0, 3.0])) == pytest.approx(6.0)
+    with pytest.raises(TypeError, match=r"argument 'v': expected vec3, got .*complex"):
+        vector_sum(np.array([1j, 2.0, 3.0]))
+
+
+def test_complex_vector_constructor_names_the_component():
+    with pytest.raises(TypeError, match=r"vec3 component 1: expected a real number, got complex"):
+        kd.vec3(1.0, 2j, 3.0)
+    with pytest.raises(TypeError, match=r"mat22 component 0: expected a real number"):
+        kd.mat22(1j, 0.0, 0.0, 1.0)

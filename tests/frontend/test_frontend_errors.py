@@ -500,3 +500,24 @@ def test_math_library_call_is_a_compile_error():
     with pytest.raises(kd.CompileError) as info:
         calls_hypot(F32.copy())
     assert "'math.hypot'" in info.value.message and "not supported" in info.value.message
+
+
+def test_async_def_kernel_is_a_located_compile_error():
+    with pytest.raises(kd.CompileError) as info:
+        @kd.kernel
+        async def waits(x):  # the async kernel
+            return x
+
+    message = str(info.value)
+    assert "async def" in message and "waits" in message, message
+    lines = Path(__file__).read_text().splitlines()
+    line = next(k for k, text in enumerate(lines, 1) if text.endswith("# the async kernel"))
+    assert info.value.lineno == line and info.value.filename == __file__
+    assert "async def waits(x):" in message and "^" in message, message
+
+
+def test_async_def_func_is_a_located_compile_error():
+    with pytest.raises(kd.CompileError, match="async def"):
+        @kd.func
+        async def helper(x):
+            return x

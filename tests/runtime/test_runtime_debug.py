@@ -349,3 +349,19 @@ def test_debug_mode_never_crashes(run_python, tmp_path, case):
         assert result.stdout.startswith("ValueError") and "read-only" in result.stdout
     else:  # NumPy's wrapped results, or an error
         assert "-9223372036854775808" in result.stdout or "Error" in result.stdout
+
+
+@kd.kernel(debug=True)
+def sum_of_a_made_array(n: kd.i64):
+    made = np.ones(n) * 2.0
+    s = 0.0
+    for i in range(n + 1):
+        s += made[i]  # read past the made array
+    return s
+
+
+def test_index_error_on_an_array_made_inside_the_kernel_names_it():
+    with pytest.raises(IndexError) as info:
+        sum_of_a_made_array(4)
+    check_index_error(info, "sum_of_a_made_array", "s += made[i]  # read past the made array", 4, 4)
+    assert "of 'made'" in str(info.value)

@@ -536,4 +536,7 @@ def run(module: Module, options: Any = None) -> None:
         return
     lowerer = TensorLowerer(module)
     lowerer.visit(module.kernel.body)
+    for old, new in lowerer.mapping.items():  # debug-mode errors name the user's array
+        if old.name_hint and not new.name_hint:
+            new.name_hint = old.name_hint
     remap_operands(module.kernel.body, lowerer.mapping)
