@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kdsl.frontend.captures import ArrayCapture, capture_for, free_array_names
 from kdsl.frontend.source import MISSING, read_function
 
 Getter = Callable[[], Any]
@@ -22,6 +23,7 @@ Getter = Callable[[], Any]
 class Dependencies:
     sources: list[str] = field(default_factory=list)
     constants: list[tuple[str, Getter, Any]] = field(default_factory=list)
+    arrays: list[ArrayCapture] = field(default_factory=list)  # hidden array parameters
 
     def constants_unchanged(self) -> bool:
         for _, getter, value in self.constants:
@@ -34,7 +36,9 @@ class Dependencies:
         return True
 
     def key_parts(self) -> list[str]:
-        return self.sources + [f"{name}={type(v).__name__}:{v!r}" for name, _, v in self.constants]
+        return self.sources + [f"{name}={type(v).__name__}:{v!r}" for name, _, v in self.constants] + [
+            f"array {c.owner}:{c.name}" for c in self.arrays
+        ]
 
 
 def _is_constant(obj: Any) -> bool:
@@ -74,6 +78,10 @@ def scan_dependencies(fn: Any) -> Dependencies:
         source = read_function(function)
         # the position matters too: error messages name absolute lines
         deps.sources.append(f"{source.file}:{source.first_line}\n{source.text}")
+        for name, _ in free_array_names(source):
+            capture = capture_for(source, name)
+            if all(c.identity != capture.identity for c in deps.arrays):
+                deps.arrays.append(capture)
         locals_ = {a.arg for a in source.tree.args.args}
         for node in ast.walk(source.tree):
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):

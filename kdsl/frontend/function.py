@@ -15,6 +15,8 @@ from kdsl import types as T
 from kdsl.errors import CompileError
 from kdsl.frontend.analysis import assigned_names
 from kdsl.frontend.annotations import annotation_of
+from kdsl.frontend.captures import capture_for, free_array_names
+from kdsl.frontend.dependencies import scan_dependencies
 from kdsl.frontend.lowering import CompileContext
 from kdsl.frontend.scope import TypeTable, VariableType
 from kdsl.frontend.source import FunctionSource, read_function
@@ -37,6 +39,7 @@ class FunctionLowering(StatementLowering):
             n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
         )
         self.local_names = set(assigned_names(tree.body)) | {a.arg for a in tree.args.args}
+        self.capture_values: list[Value] = []
         body = tree.body
         self.uses_return_flag = any(
             isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)
@@ -56,6 +59,7 @@ class FunctionLowering(StatementLowering):
             self.body.args.append(v)
             self.mark_weak(v, vt.weak)
             self.env[p.arg] = v
+        self.bind_captures(params[len(args.args):])
         self.builder.location = self.source.location(tree)
         if self.uses_return_flag:
             self.env[RETURN_FLAG] = self.constant(False, T.bool_)
@@ -68,9 +72,25 @@ class FunctionLowering(StatementLowering):
         self.builder.create("return", results)
         return Function(
             name, self.body, [v.type for v in results], self.is_kernel,
-            self.source.location(tree), [a.arg for a in args.args],
+            self.source.location(tree),
+            [a.arg for a in args.args] + [c.name for c in self.context.captures],
             {"returns_tuple": self.returns_tuple},
         )
+
+    def bind_captures(self, hidden: list[VariableType]) -> None:
+        """The hidden parameters of the kernel's captured arrays, bound to the free names
+        of this function that refer to them."""
+        captures = self.context.captures
+        assert len(hidden) == len(captures), "one hidden parameter per captured array"
+        self.capture_values = [Value(vt.type, c.name) for c, vt in zip(captures, hidden)]
+        self.body.args.extend(self.capture_values)
+        index = {c.identity: k for k, c in enumerate(captures)}
+        for name, _ in free_array_names(self.source):
+            k = index.get(capture_for(self.source, name).identity)
+            if k is None:
+                self.error(f"the global array '{name}' was not found when the kernel was "
+                           "prepared; bind it before the first call", self.source.tree)
+            self.env[name] = self.capture_values[k]
 
     def _return_arity(self) -> int:
         for n in ast.walk(self.source.tree):
@@ -147,6 +167,7 @@ class FunctionLowering(StatementLowering):
             try:
                 name = f"{source.name}.{len(context.funcs)}"
                 params_vt = [VariableType(v.type, self.is_weak(v)) for v in values]
+                params_vt += context.capture_types
                 function, result_types = lower_function(source, params_vt, context, False, name)
             finally:
                 context.in_progress.discard(key)
@@ -155,7 +176,7 @@ class FunctionLowering(StatementLowering):
         function = context.funcs[key]
         result_types = context.func_results[key]
         op = self.builder.create(
-            "call", values, {"callee": function.name, "types": [vt.type for vt in result_types]},
+            "call", values + self.capture_values, {"callee": function.name, "types": [vt.type for vt in result_types]},
             result_types=[vt.type for vt in result_types],
         )
         for r, vt in zip(op.results, result_types):
@@ -194,6 +215,8 @@ def lower_kernel(
 ) -> tuple[Function, CompileContext, list[VariableType]]:
     source = read_function(fn)
     context = CompileContext(debug=debug)
+    context.captures = scan_dependencies(fn).arrays
+    context.capture_types = params[len(params) - len(context.captures):]
     function, results = lower_function(source, params, context, True, source.name)
     return function, context, results
 

@@ -39,6 +39,8 @@ class CompileContext:
     in_progress: set[Any] = field(default_factory=set)
     sources: dict[str, str] = field(default_factory=dict)
     constants: dict[str, Any] = field(default_factory=dict)
+    captures: list[Any] = field(default_factory=list)  # ArrayCapture, hidden parameters
+    capture_types: list[VariableType] = field(default_factory=list)
 
 
 class RebuildNeeded(Exception):

@@ -13,6 +13,7 @@ from kdsl.runtime.arguments import Parameter, argument_key, parameter_for
 from kdsl.runtime.options import BuildOptions
 
 if TYPE_CHECKING:  # the compiler is imported on first use: import kdsl stays light
+    from kdsl.frontend.captures import ArrayCapture
     from kdsl.frontend.dependencies import Dependencies
     from kdsl.runtime.compiler import CompiledKernel
     from kdsl.runtime.cuda.compiled import CudaCompiledKernel
@@ -60,6 +61,7 @@ class Kernel:
         self._lock = threading.Lock()
         self._annotations: list[Any] | None = None
         self._names: list[str] | None = None
+        self._captured: list[ArrayCapture] | None = None
 
     def __repr__(self) -> str:
         return f"<kd.kernel {self.py_function.__qualname__}>"
@@ -67,6 +69,12 @@ class Kernel:
     # --- calling ------------------------------------------------------------------------
 
     def __call__(self, *args: Any) -> Any:
+        captured = self._captured
+        if captured is None:
+            captured = self._find_captured()
+        if captured:  # arrays read from globals and closures: hidden arguments
+            self._check_count(args)
+            args = (*args, *self._read_captured(captured))
         try:
             key = tuple(map(argument_key, args))
             compiled = self._specialisations.get(key)
@@ -76,6 +84,29 @@ class Kernel:
             compiled = self._specialise(args, key)
         return compiled(args)
 
+    def _find_captured(self) -> list[ArrayCapture]:
+        """The arrays the kernel and its funcs read from globals and closures."""
+        from kdsl.frontend.dependencies import scan_dependencies
+
+        self._captured = scan_dependencies(self.py_function).arrays
+        return self._captured
+
+    def _read_captured(self, captured: list[ArrayCapture]) -> list[Any]:
+        values = []
+        for c in captured:
+            try:
+                values.append(c.read())
+            except (KeyError, ValueError):
+                raise NameError(f"kernel {self.__name__} reads the array '{c.name}' (in "
+                                f"{c.owner}), which is no longer defined") from None
+        return values
+
+    def _with_captured(self, args: tuple) -> tuple:
+        """The user's arguments followed by the captured arrays, read now."""
+        self._check_count(args)
+        captured = self._captured if self._captured is not None else self._find_captured()
+        return (*args, *self._read_captured(captured))
+
     def python(self, *args: Any) -> Any:
         """Runs the kernel's own function as plain Python: the reference semantics."""
         from kdsl.runtime.python_mode import run_as_python
@@ -83,18 +114,32 @@ class Kernel:
         return run_as_python(self, args)
 
     def parameters(self, args: tuple) -> list[Parameter]:
-        if self._annotations is None:
+        """The parameters of the user's arguments ``args`` (the captured arrays, read now,
+        are added) or of those followed by the captured arrays (as the call passes them)."""
+        names, annotations = self._parameter_names()
+        captured = self._captured if self._captured is not None else self._find_captured()
+        if captured and len(args) == len(names):
+            args = self._with_captured(args)
+        self._check_count(args[:len(args) - len(captured)])
+        names = names + [c.name for c in captured]
+        annotations = annotations + [None] * len(captured)
+        return [parameter_for(n, ann, a) for n, ann, a in zip(names, annotations, args)]
+
+    def _parameter_names(self) -> tuple[list[str], list[Any]]:
+        if self._annotations is None or self._names is None:
             from kdsl.frontend.annotations import parameter_annotations
             from kdsl.frontend.source import read_function
 
             self._annotations = parameter_annotations(self.py_function)
             self._names = [a.arg for a in read_function(self.py_function).tree.args.args]
-        assert self._names is not None
-        if len(args) != len(self._names):
+        return self._names, self._annotations
+
+    def _check_count(self, args: tuple) -> None:
+        names, _ = self._parameter_names()
+        if len(args) != len(names):
             raise TypeError(
-                f"{self.__name__}() takes {len(self._names)} arguments, got {len(args)}"
+                f"{self.__name__}() takes {len(names)} arguments, got {len(args)}"
             )
-        return [parameter_for(n, ann, a) for n, ann, a in zip(self._names, self._annotations, args)]
 
     def _specialise(self, args: tuple, key: Any) -> CompiledKernel | CudaCompiledKernel:
         from kdsl.frontend.dependencies import scan_dependencies
