@@ -24,8 +24,24 @@ class Dependencies:
     sources: list[str] = field(default_factory=list)
     constants: list[tuple[str, Getter, Any]] = field(default_factory=list)
     arrays: list[ArrayCapture] = field(default_factory=list)  # hidden array parameters
+    # the functions read, with the code object each was read for (a reload, or an
+    # autoreload that swaps __code__, makes the compiled code stale)
+    functions: list[tuple[Any, Any]] = field(default_factory=list)
+    # the funcs called, with how the kernel reaches each (``helpers.f`` after reloading
+    # helpers is another func)
+    funcs: list[tuple[Getter, Any]] = field(default_factory=list)
 
-    def constants_unchanged(self) -> bool:
+    def unchanged(self) -> bool:
+        """Whether code compiled for these dependencies is still what the source says."""
+        for function, code in self.functions:
+            if function.__code__ is not code:
+                return False
+        for getter, func in self.funcs:
+            try:
+                if getter() is not func:
+                    return False
+            except Exception:  # noqa: BLE001 - a vanished func is a change
+                return False
         for _, getter, value in self.constants:
             try:
                 current = getter()
@@ -76,6 +92,7 @@ def scan_dependencies(fn: Any) -> Dependencies:
             return
         seen.add(function)
         source = read_function(function)
+        deps.functions.append((function, function.__code__))
         # the position matters too: error messages name absolute lines
         deps.sources.append(f"{source.file}:{source.first_line}\n{source.text}")
         for name, _ in free_array_names(source):
@@ -119,6 +136,7 @@ def scan_dependencies(fn: Any) -> Dependencies:
         if _is_constant(obj):
             deps.constants.append((f"{function.__qualname__}:{name}", getter, obj))
         elif getattr(obj, "__kdsl_func__", False):
+            deps.funcs.append((getter, obj))
             visit(obj.py_function)
 
     visit(fn)

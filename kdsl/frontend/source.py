@@ -8,6 +8,7 @@ import hashlib
 import inspect
 import linecache
 import textwrap
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,7 @@ def _source_lines(fn: Callable[..., Any]) -> tuple[list[str], int, str]:
     faster than ``inspect.getsourcelines``, which tokenises the file)."""
     code = fn.__code__
     file = code.co_filename
+    linecache.checkcache(file)  # a file edited (and reloaded) since it was last read
     all_lines = linecache.getlines(file, fn.__globals__)
     if not all_lines:
         lines, first = inspect.getsourcelines(fn)
@@ -85,7 +87,20 @@ def _source_lines(fn: Callable[..., Any]) -> tuple[list[str], int, str]:
     if not lines or not lines[0].lstrip().startswith(("@", "def ")):
         lines, first = inspect.getsourcelines(fn)
     return lines, first, file
-_CACHE: dict[Callable[..., Any], FunctionSource] = {}
+@dataclass(frozen=True)
+class _Parsed:
+    """What reading a function's source gave, for the code object it was read for."""
+
+    code: Any
+    tree: ast.FunctionDef
+    text: str
+    file: str
+    first_line: int
+    column_offset: int
+
+
+# weak: a function that is no longer referenced takes its parsed source with it
+_CACHE: weakref.WeakKeyDictionary[Callable[..., Any], _Parsed] = weakref.WeakKeyDictionary()
 
 
 def reject_async(fn: Callable[..., Any]) -> None:
@@ -97,10 +112,15 @@ def reject_async(fn: Callable[..., Any]) -> None:
 
 
 def read_function(fn: Callable[..., Any]) -> FunctionSource:
-    """Parses ``fn``'s source (never traces it); cached per function object."""
-    cached = _CACHE.get(fn)
-    if cached is not None:
-        return cached
+    """Parses ``fn``'s source (never traces it); cached per function object and code
+    object (a reload, or an autoreload that swaps ``__code__``, reads it again)."""
+    try:
+        cached = _CACHE.get(fn)
+    except TypeError:  # not weakly referenceable
+        cached = None
+    if cached is not None and cached.code is fn.__code__:
+        return FunctionSource(fn, cached.tree, cached.text, cached.file, cached.first_line,
+                              cached.column_offset)
     try:
         lines, first_line, file = _source_lines(fn)
     except (OSError, TypeError) as exc:
@@ -117,5 +137,8 @@ def read_function(fn: Callable[..., Any]) -> FunctionSource:
         raise CompileError(f"{fn.__qualname__} is {kind}: kernels and funcs must be plain "
                            "'def' functions", where)
     source = FunctionSource(fn, tree, text, file, first_line, max(0, indent))
-    _CACHE[fn] = source
+    try:
+        _CACHE[fn] = _Parsed(fn.__code__, tree, text, file, first_line, max(0, indent))
+    except TypeError:
+        pass
     return source

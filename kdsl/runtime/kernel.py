@@ -62,6 +62,7 @@ class Kernel:
         self._annotations: list[Any] | None = None
         self._names: list[str] | None = None
         self._captured: list[ArrayCapture] | None = None
+        self._code_read: Any = fn.__code__  # what the three above were found for
 
     def __repr__(self) -> str:
         return f"<kd.kernel {self.py_function.__qualname__}>"
@@ -69,6 +70,7 @@ class Kernel:
     # --- calling ------------------------------------------------------------------------
 
     def __call__(self, *args: Any) -> Any:
+        self._forget_if_recoded()
         captured = self._captured
         if captured is None:
             captured = self._find_captured()
@@ -80,9 +82,15 @@ class Kernel:
             compiled = self._specialisations.get(key)
         except TypeError:
             compiled, key = None, None
-        if compiled is None or not compiled.deps.constants_unchanged():
+        if compiled is None or not compiled.deps.unchanged():
             compiled = self._specialise(args, key)
         return compiled(args)
+
+    def _forget_if_recoded(self) -> None:
+        """After an in-place code swap (IPython's autoreload), reads the source again."""
+        if self.py_function.__code__ is not self._code_read:
+            self._annotations = self._names = self._captured = None
+            self._code_read = self.py_function.__code__
 
     def _find_captured(self) -> list[ArrayCapture]:
         """The arrays the kernel and its funcs read from globals and closures."""
@@ -126,6 +134,7 @@ class Kernel:
         return [parameter_for(n, ann, a) for n, ann, a in zip(names, annotations, args)]
 
     def _parameter_names(self) -> tuple[list[str], list[Any]]:
+        self._forget_if_recoded()
         if self._annotations is None or self._names is None:
             from kdsl.frontend.annotations import parameter_annotations
             from kdsl.frontend.source import read_function
