@@ -13,48 +13,137 @@ from typing import Any
 
 import numpy as np
 
+from kdsl import small_matrices
 from kdsl import types as T
 
 
 def _wrap_by_rank(result: Any) -> Any:
     """Results of arithmetic on vectors and matrices keep the class of their rank."""
     if isinstance(result, np.ndarray):
+        if result.ndim == 0:
+            return result[()]
         if result.ndim == 1:
             return result.view(Vector)
         if result.ndim == 2:
             return result.view(Matrix)
         return result.view(np.ndarray)
+    if isinstance(result, tuple):
+        return tuple(_wrap_by_rank(r) for r in result)
     return result
 
 
-class Vector(np.ndarray):
-    """A small vector in plain-Python mode: a 1-D NumPy array with ``.x .y .z .w``."""
+def _strong_dtype(x: Any) -> np.dtype | None:
+    """The dtype of a NumPy array or scalar; None for a Python number (weak)."""
+    return x.dtype if isinstance(x, (np.ndarray, np.generic)) else None
+
+
+def keep_float(operands: Sequence[Any]) -> list[Any]:
+    """Two operands of vector arithmetic, the integer one converted to the float one's
+    type: ``vec2 - ivec2`` is a vec2 (GLSL, Taichi and Warp), not NumPy's float64."""
+    items = list(operands)
+    if len(items) != 2:
+        return items
+    first, second = _strong_dtype(items[0]), _strong_dtype(items[1])
+    if first is None or second is None:
+        return items
+    dtypes = [first, second]
+    kinds = [d.kind for d in dtypes]
+    if ("f" in kinds) and any(k in "iub" for k in kinds):
+        float_dtype = dtypes[kinds.index("f")]
+        items = [np.asarray(x).astype(float_dtype) if d.kind != "f" else x
+                 for x, d in zip(items, dtypes)]
+    return items
+
+
+def _message_for_cast(value: Any, python_type: str) -> str:
+    n = value.shape[0] if value.ndim == 1 else None
+    name = {"int": f"kd.ivec{n}(v)", "float": f"kd.vec{n}(v)"}[python_type] if n else ""
+    hint = f"; convert it elementwise with {name}" if name else "; convert each component"
+    return f"{python_type}() of a {type(value).__name__.lower()} of {value.size} components{hint}"
+
+
+class _SmallValue(np.ndarray):
+    """A small vector or matrix value in plain-Python mode: a NumPy array whose mixed
+    float/integer arithmetic keeps the float type."""
 
     def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
         if return_scalar:
             return array[()]
         return _wrap_by_rank(array)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        args = [x.view(np.ndarray) if isinstance(x, _SmallValue) else x for x in inputs]
+        outs = kwargs.get("out")
+        if outs is not None:
+            kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, _SmallValue) else o
+                                  for o in outs)
+        if method == "__call__" and len(args) == 2:
+            args = keep_float(args)
+        result = getattr(ufunc, method)(*args, **kwargs)
+        if outs is not None:  # in place (v += w): the same object
+            return outs[0] if len(outs) == 1 else outs
+        return _wrap_by_rank(result)
+
+    def __int__(self) -> int:
+        raise TypeError(_message_for_cast(self, "int"))
+
+    def __float__(self) -> float:
+        raise TypeError(_message_for_cast(self, "float"))
+
+
+class Vector(_SmallValue):
+    """A small vector in plain-Python mode: a 1-D NumPy array with ``.x .y .z .w`` and
+    Taichi's method names (``v.norm()``, ``v.dot(w)``, ``v.normalized()``, ...)."""
 
     x = property(lambda self: self[0], lambda self, v: self.__setitem__(0, v))
     y = property(lambda self: self[1], lambda self, v: self.__setitem__(1, v))
     z = property(lambda self: self[2], lambda self, v: self.__setitem__(2, v))
     w = property(lambda self: self[3], lambda self, v: self.__setitem__(3, v))
 
+    def norm(self) -> Any:
+        return length(self)
 
-class Matrix(np.ndarray):
-    """A small matrix in plain-Python mode: a 2-D NumPy array."""
+    def norm_sqr(self) -> Any:
+        return dot(self, self)
 
-    def __array_wrap__(self, array: Any, context: Any = None, return_scalar: bool = False) -> Any:
-        if return_scalar:
-            return array[()]
-        return _wrap_by_rank(array)
+    def dot(self, other: Any) -> Any:  # type: ignore[override]
+        return dot(self, other)
+
+    def cross(self, other: Any) -> Any:
+        return cross(self, other)
+
+    def normalized(self) -> Any:
+        return normalize(self)
+
+    def outer_product(self, other: Any) -> Any:
+        return outer(self, other)
+
+
+class Matrix(_SmallValue):
+    """A small matrix in plain-Python mode: a 2-D NumPy array (``m.T``, ``m.trace()``,
+    ``m.transpose()``, ``m.determinant()``, ``m.inverse()``)."""
+
+    def trace(self) -> Any:  # type: ignore[override]
+        return trace(self)
+
+    def transpose(self) -> Any:  # type: ignore[override]
+        return transpose(self)
+
+    def determinant(self) -> Any:
+        return determinant(self)
+
+    def inverse(self) -> Any:
+        return inverse(self)
 
 
 def _components(values: Sequence[Any]) -> list[Any]:
+    """The scalars of constructor arguments: numbers, vectors, and (nested) lists."""
     out: list[Any] = []
     for v in values:
         if isinstance(v, np.ndarray):
             out.extend(np.asarray(v).ravel().tolist())
+        elif isinstance(v, (list, tuple)):
+            out.extend(_components(v))
         else:
             out.append(v)
     return out
@@ -226,11 +315,11 @@ def where(cond: Any, a: Any, b: Any) -> Any:
 
 
 def dot(a: Any, b: Any) -> Any:
-    return np.dot(a, b)
+    return np.dot(*keep_float([np.asarray(a), np.asarray(b)]))
 
 
 def cross(a: Any, b: Any) -> Any:
-    return np.cross(a, b).view(Vector)
+    return np.cross(*keep_float([np.asarray(a), np.asarray(b)])).view(Vector)
 
 
 def length(v: Any) -> Any:
@@ -246,7 +335,39 @@ def outer(a: Any, b: Any) -> Any:
 
 
 def transpose(m: Any) -> Any:
-    return np.ascontiguousarray(np.transpose(m)).view(Matrix)
+    return np.ascontiguousarray(np.transpose(np.asarray(m))).view(Matrix)
+
+
+def _rows(m: Any) -> list[list[Any]]:
+    data = np.asarray(m)
+    if data.ndim != 2 or data.shape[0] != data.shape[1] or not 1 <= data.shape[0] <= 4:
+        raise TypeError(f"needs a square matrix of at most 4x4, got shape {data.shape}")
+    if data.dtype.kind != "f":
+        data = data.astype(np.float64)
+    return [[data[i, j] for j in range(data.shape[1])] for i in range(data.shape[0])]
+
+
+def trace(m: Any) -> Any:
+    """The sum of the diagonal of a square matrix."""
+    data = np.asarray(m)
+    return small_matrices.trace([[data[i, j] for j in range(data.shape[1])]
+                                 for i in range(data.shape[0])])
+
+
+def determinant(m: Any) -> Any:
+    """The determinant of a 2x2, 3x3 or 4x4 matrix (cofactor expansion)."""
+    return small_matrices.determinant(_rows(m))
+
+
+def inverse(m: Any) -> Any:
+    """The inverse of a 2x2, 3x3 or 4x4 matrix (adjugate over determinant)."""
+    return np.array(small_matrices.inverse(_rows(m))).view(Matrix)
+
+
+def static(x: Any) -> Any:
+    """Compile-time evaluation (Taichi's ``ti.static``): ``for k in kd.static(range(3))``
+    unrolls the loop; in plain Python it is ``x`` itself."""
+    return x
 
 
 # --- shared writes ------------------------------------------------------------------

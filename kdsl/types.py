@@ -316,3 +316,14 @@ def promote(a: ScalarType, a_weak: bool, b: ScalarType, b_weak: bool) -> tuple[S
     if b_weak:
         return promote_weak(a, b), False
     return promote_scalars(a, b), False
+
+
+def promote_shaped(a: ScalarType, a_weak: bool, b: ScalarType, b_weak: bool) -> tuple[ScalarType, bool]:
+    """The element type of arithmetic on vectors or matrices: as ``promote``, except that a
+    strongly typed float and an integer give that float (``vec2 - ivec2`` is a vec2, as in
+    GLSL, Taichi and Warp, where NumPy would give float64)."""
+    if a.is_float != b.is_float:
+        float_type, float_weak = (a, a_weak) if a.is_float else (b, b_weak)
+        if not float_weak:
+            return float_type, False
+    return promote(a, a_weak, b, b_weak)

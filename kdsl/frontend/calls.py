@@ -14,7 +14,7 @@ import numpy as np
 from kdsl import builtins as kb
 from kdsl import types as T
 from kdsl.frontend.tensors import is_array, reduction_arguments
-from kdsl.frontend.values import Static, TupleValue
+from kdsl.frontend.values import Static, TupleValue, VectorMethod
 from kdsl.ir.core import Value
 from kdsl.runtime import arrays
 
@@ -189,7 +189,8 @@ def _python_cast(target: T.ScalarType) -> Handler:
         _arity(lo, node, args, 1, target.name)
         (v,) = _values(lo, node, args)
         if not isinstance(v.type, T.ScalarType):
-            lo.error(f"cannot convert {v.type} to a Python {target.name}", node)
+            lo.error(python_cast_message(v.type, {T.f64: "float", T.i64: "int"}.get(target, "bool")),
+                     node)
         if target == T.bool_:
             return lo.truth(v, node)
         return lo.mark_weak(lo.builder.cast(v, target))
@@ -229,7 +230,7 @@ def _same_vectors(lo: FunctionLowering, node: ast.Call, args: list, name: str) -
         lo.error(f"{name}() needs two vectors, got {a.type} and {b.type}", node)
     if a.type.size != b.type.size:
         lo.error(f"{name}() of vectors of different sizes: {a.type} and {b.type}", node)
-    scalar, _ = T.promote(a.type.element, False, b.type.element, False)
+    scalar, _ = T.promote_shaped(a.type.element, False, b.type.element, False)
     t = T.vector_type(scalar, a.type.size)
     return [lo.coerce(a, t, node), lo.coerce(b, t, node)]
 
@@ -314,7 +315,7 @@ def _range_outside_for(lo: FunctionLowering, node: ast.Call, args: list) -> Any:
 
 
 def _construct(lo: FunctionLowering, node: ast.Call, t: Any, args: list) -> Value:
-    values = _values(lo, node, args)
+    values = _values(lo, node, [leaf for a in args for leaf in flatten(a)])  # kd.vec3([x, y, z])
     if len(values) == 1 and isinstance(values[0].type, T.ScalarType):
         return lo.op("splat", lo.coerce(values[0], t.element, node), type=t)
     if len(values) == 1 and isinstance(values[0].type, (T.VectorType, T.MatrixType)):
@@ -424,6 +425,8 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
     if not isinstance(callee, Static):
         lo.error("only builtins, types and @kd.func functions can be called in kernels", node)
     fn = callee.obj
+    if isinstance(fn, VectorMethod):  # v.norm(), m.trace()
+        return call_method(lo, node, fn, [lo.expr(a) for a in node.args])
     try:
         allocator = fn in _ALLOCATORS or fn in _LIKE
     except TypeError:
@@ -469,3 +472,7 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
         prefix = {"numpy": "np.", "math": "math.", "kdsl": "kd."}.get(module.split(".")[0], "")
         lo.error(f"'{prefix}{name}' is not supported in kernels", node)
     lo.error(f"'{name}' cannot be called in a kernel: decorate it with @kd.func", node)
+
+
+from kdsl.frontend.matrix_calls import call_method, python_cast_message  # noqa: E402
+from kdsl.frontend.vectors import flatten  # noqa: E402

@@ -10,6 +10,7 @@ import numpy as np
 from kdsl import types as T
 from kdsl.frontend.tensors import TensorLowering, is_array
 from kdsl.frontend.values import Static, TupleValue
+from kdsl.frontend.vectors import VectorLowering
 from kdsl.ir.core import Block, Value
 
 _BINOPS: dict[type, str] = {
@@ -27,7 +28,7 @@ _SYMBOLS = {
 COMPONENT_NAMES = {"x": 0, "y": 1, "z": 2, "w": 3}
 
 
-class ExpressionLowering(TensorLowering):
+class ExpressionLowering(VectorLowering, TensorLowering):
     """Turns expression nodes into IR values (or static objects, tuples)."""
 
     def expr(self, node: ast.expr) -> Any:
@@ -74,14 +75,16 @@ class ExpressionLowering(TensorLowering):
         if is_array(a) or is_array(b):
             return self.tensor_binary(name, a, b, node)
         if name == "matmul":
-            return self.op("matmul", a, b, node=node)
+            return self.vector_matmul(a, b, node)
         sa, sb = T.element_scalar(a.type), T.element_scalar(b.type)
         weak_a, weak_b = self.is_weak(a), self.is_weak(b)
         if weak_a and weak_b:
             folded = self._fold_python_ints(name, a, b, node)
             if folded is not None:
                 return folded
-        scalar, weak = T.promote(sa, weak_a, sb, weak_b)
+        shaped = isinstance(a.type, (T.VectorType, T.MatrixType)) or isinstance(
+            b.type, (T.VectorType, T.MatrixType))
+        scalar, weak = (T.promote_shaped if shaped else T.promote)(sa, weak_a, sb, weak_b)
         if name in ("bit_and", "bit_or", "bit_xor", "shl", "shr"):
             if scalar.is_float:
                 self.error(f"operator {_SYMBOLS[name]} needs integers or bools, got {scalar}", node)
@@ -111,6 +114,8 @@ class ExpressionLowering(TensorLowering):
         if name == "pow" and self._is_small_int_constant(b):
             return self.mark_weak(self._power_by_squaring(self.coerce(a, target, node), b), weak)
         result = self.op(name, self.coerce(a, target, node), self.coerce(b, target, node), node=node)
+        if shaped:
+            self.note_promotion(result, (a, b), node)
         return self.mark_weak(result, weak)
 
     _EXACT_INT_OPS = {
@@ -311,6 +316,9 @@ class ExpressionLowering(TensorLowering):
             return self.op("extract", v, index=index)
         if isinstance(t, T.MatrixType) and attr == "T":
             return self.op("transpose", v)
+        method = self.vector_method(v, attr)
+        if method is not None:
+            return Static(method)
         self.error(f"a value of type {t} has no attribute '{attr}'", node)
 
     def array_dim(self, array: Value, axis: int) -> Value:

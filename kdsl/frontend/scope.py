@@ -37,7 +37,7 @@ def join(a: VariableType, b: VariableType) -> VariableType:
     if isinstance(a.type, (T.VectorType, T.MatrixType)) and isinstance(
         b.type, (T.VectorType, T.MatrixType)
     ) and a.type.shape == b.type.shape:
-        element, _ = T.promote(a.type.element, a.weak, b.type.element, b.weak)
+        element, _ = T.promote_shaped(a.type.element, a.weak, b.type.element, b.weak)
         return VariableType(T.with_element_scalar(a.type, element), False)
     if isinstance(a.type, T.ArrayType) and isinstance(b.type, T.ArrayType) and (
         a.type.dtype == b.type.dtype and a.type.ndim == b.type.ndim

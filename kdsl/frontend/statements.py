@@ -186,6 +186,8 @@ class StatementLowering(ExpressionLowering):
 
     def store_subscript(self, target: ast.Subscript, value: Any, node: ast.AST) -> None:
         base = self.value(target.value)
+        if isinstance(value, TupleValue) and isinstance(base.type, T.ArrayType):  # a[i] = [0, 0]
+            value = self.literal_value(value, base.type.dtype, node)
         v = self.value_of(value, node)
         if isinstance(base.type, T.ArrayType) and self.selects_view(base.type, target.slice):
             self.tensor_assign(self.array_view(base, target.slice, target), v, node)

@@ -30,3 +30,12 @@ class IterationSpace:
     starts: tuple[Value | Any, ...]
     stops: tuple[Value | Any, ...]
     steps: tuple[Value | Any, ...]
+
+
+@dataclass(frozen=True)
+class VectorMethod:
+    """``v.norm`` before it is called: the kd builtin it aliases (by name) and the receiver."""
+
+    builtin: str
+    receiver: Value
+    attr: str
