@@ -50,6 +50,7 @@ from kdsl.runtime.arrays import (
 )
 from kdsl.runtime.cuda.device_array import CudaArray
 from kdsl.runtime.cuda.driver import CudaError
+from kdsl.runtime.gradient import check_grad, grad, value_and_grad
 from kdsl.runtime.kernel import Func, Kernel, func, kernel
 from kdsl.runtime.threads import get_num_threads, set_num_threads
 from kdsl.types import (
@@ -91,3 +92,4 @@ __all__ = [
     "set_num_threads", "sin", "synchronize", "sqrt", "static", "sum", "tan", "tanh", "trace", "transpose", "u8", "u16", "u32", "u64",
     "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros", "zeros_like",
 ]
+__all__ += ["check_grad", "grad", "value_and_grad"]

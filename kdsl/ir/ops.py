@@ -317,6 +317,8 @@ for _name, _fn in _UNARY.items():
 register(OpDef("select", EW, _select, doc="select %cond, %a, %b"))
 register(OpDef("cast", EW, _from_attr("type"), _fold_cast, memory=(Memory.ALIAS,),
                doc="a conversion; of an array, a view converting each element read"))
+register(OpDef("stop_gradient", PURE, _same_as_operands,
+               doc="its operand, through which no gradient flows (removed after autodiff)"))
 register(OpDef("splat", PURE, _from_attr("type"), doc="a vector or matrix of one scalar"))
 register(OpDef("make_vector", PURE, _from_attr("type"), doc="a vector or matrix of components"))
 register(OpDef("extract", PURE, _element_of_first, doc="one component; attrs index"))

@@ -53,10 +53,20 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
     from kdsl.ir.core import Module
     from kdsl.ir.passes.pipeline import PassOptions, run_pipeline
 
-    function, context, results = lower_kernel(fn, variable_types(params), options.debug)
+    primal = params
+    if options.gradient is not None:  # the adjoint arrays follow the kernel's own parameters
+        from kdsl.runtime.gradient import primal_parameters
+
+        primal = primal_parameters(params, options.gradient)
+    function, context, results = lower_kernel(fn, variable_types(primal), options.debug)
     module = Module(function, {f.name: f for f in context.funcs.values()})
-    run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath),
+    run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath,
+                                     gradient=options.gradient),
                  stop_after=stop_after)
+    if options.gradient is not None:
+        from kdsl.runtime.gradient import gradient_results
+
+        results = gradient_results(results, primal, options.gradient)
     return module, results
 
 

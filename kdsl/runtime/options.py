@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """``debug``: bounds checks and asserts; ``fastmath``: reassociation and contraction."""
+    """``debug``: bounds checks and asserts; ``fastmath``: reassociation and contraction;
+    ``gradient``: compile the gradient with respect to these arguments (kd.grad)."""
 
     debug: bool = False
     fastmath: bool = True
+    gradient: tuple[int, ...] | None = None

@@ -64,8 +64,7 @@ def test_every_op_that_is_not_pure_is_accounted_for() -> None:
 
 
 def test_derivative_rules_attach_to_an_op() -> None:
-    before = ops.lookup("sin")
-    assert before.adjoint is None and before.tangent is None
+    before = ops.lookup("sin")  # kdsl.ir.autodiff may have attached its rules already
     try:
         ops.set_derivative_rules("sin", adjoint=print)
         ops.set_derivative_rules("sin", tangent=repr)

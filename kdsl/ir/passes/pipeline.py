@@ -11,6 +11,7 @@ from kdsl.ir.passes import (
     cse,
     dead_code,
     demote_atomics,
+    differentiate,
     free_temporaries,
     fuse_parallel_loops,
     inline_funcs,
@@ -26,6 +27,7 @@ from kdsl.ir.passes import (
 class PassOptions:
     debug: bool = False
     fastmath: bool = True
+    gradient: tuple[int, ...] | None = None  # differentiate w.r.t. these arguments
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Pass:
 
 PIPELINE: tuple[Pass, ...] = (
     Pass("inline", inline_funcs.run),
+    Pass("autodiff", differentiate.run),
     Pass("lower-tensors", lower_tensors.run),
     # before anything can delete an access whose value is unused: its check stays
     Pass("bounds-checks", bounds_checks.run, only_in_debug=True),

@@ -1,0 +1,324 @@
+"""Emission of a gradient: the forward sweep, then the reverse sweep, region by region.
+
+Each structured region is reversed where it stands: a serial loop becomes a loop running
+its iterations backwards, which restores the loop-carried values of the iteration from
+per-iteration storage filled by the forward sweep, recomputes the body from them, and
+runs the body's adjoint; a branch becomes a branch on the same condition; a parallel loop
+becomes a parallel loop whose adjoints of shared values are reductions and whose adjoints
+of array elements are atomic updates (demoted later where no two iterations collide).
+Only values that vary with the differentiated arguments get adjoints, and only
+loop-carried values the reverse sweep reads are stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from kdsl import types as T
+from kdsl.errors import CompileError
+from kdsl.ir.builder import IRBuilder
+from kdsl.ir.core import Block, Operation, Value
+from kdsl.ir.location import SourceLocation
+
+# effects the forward sweep performed once; recomputation in the reverse sweep skips them
+_SKIPPED_WHEN_RECOMPUTING = frozenset({
+    "array_store", "atomic_rmw", "print", "assert", "raise_index_error", "raise_shape_error",
+    "raise_value_error", "array_free",
+})
+_INDEX = T.i64
+
+
+@dataclass
+class LoopTape:
+    """What the forward sweep kept of one serial loop: its trip count and the storage of
+    the loop-carried values the reverse sweep reads, one element per iteration."""
+
+    trip: Value
+    storage: dict[Value, Value] = field(default_factory=dict)
+    start: Value | None = None
+    step: Value | None = None
+
+
+@dataclass
+class ReductionTape:
+    """The winning iteration (linear index) of each min/max reduction of a parallel
+    loop, and whether the initial value won instead."""
+
+    winners: dict[int, tuple[Value, Value]]
+
+
+def located_error(message: str, location: SourceLocation) -> CompileError:
+    return CompileError(message, location)
+
+
+class AdjointEmitter:
+    """Builds the forward and reverse sweeps of a function into the current block."""
+
+    def __init__(self, builder: IRBuilder, varied: set[Value], varied_arrays: set[Value],
+                 adjoint_arrays: dict[Value, Value], needed: set[Value]) -> None:
+        self.b = builder
+        self.varied = varied
+        self.varied_arrays = varied_arrays
+        self.adjoint_arrays = adjoint_arrays
+        self.needed = needed
+        self.adj: dict[Value, Value] = {}
+        self._result: Value | None = None
+        self._mapping: dict[Value, Value] = {}
+
+    # --- helpers for rules --------------------------------------------------------------
+
+    def op(self, name: str, *operands: Value, **attrs: Any) -> Value:
+        return self.b.create(name, operands, attrs).result
+
+    def const(self, value: float, t: Any) -> Value:
+        if isinstance(t, T.ScalarType):
+            return self.b.constant(value, t)
+        return self.op("splat", self.b.constant(value, T.element_scalar(t)), type=t)
+
+    def zero(self, t: Any) -> Value:
+        return self.const(0.0, t)
+
+    def guarded(self, g: Value, value: Value) -> Value:
+        """``value`` where the adjoint ``g`` is not zero, else 0 (no 0 * inf)."""
+        if not isinstance(g.type, T.ScalarType):
+            return value
+        is_zero = self.op("eq", g, self.const(0.0, g.type))
+        return self.op("select", is_zero, self.const(0.0, value.type), value)
+
+    def scaled(self, g: Value, derivative: Value) -> Value:
+        return self.guarded(g, self.op("mul", g, derivative))
+
+    def result(self, op: Operation) -> Value:
+        if self._result is not None:
+            return self._result
+        return self._mapping.get(op.results[0], op.results[0])
+
+    @contextmanager
+    def result_override(self, value: Value) -> Iterator[None]:
+        saved, self._result = self._result, value
+        try:
+            yield
+        finally:
+            self._result = saved
+
+    def add_all(self, values: Sequence[Value]) -> Value:
+        total = values[0]
+        for v in values[1:]:
+            total = self.op("add", total, v)
+        return total
+
+    def sum_components(self, v: Value) -> Value:
+        return self.add_all([self.op("extract", v, index=k) for k in range(T.element_count(v.type))])
+
+    # --- adjoints ----------------------------------------------------------------------
+
+    def accumulate(self, v: Value, contribution: Value) -> None:
+        if v not in self.varied:
+            return
+        previous = self.adj.get(v)
+        self.adj[v] = contribution if previous is None else self.op("add", previous, contribution)
+
+    def adjoint_or_zero(self, v: Value) -> Value:
+        found = self.adj.get(v)
+        return found if found is not None else self.zero(v.type)
+
+    @contextmanager
+    def scope(self) -> Iterator[None]:
+        """Adjoints set inside are forgotten after (a region's values are its own)."""
+        saved = dict(self.adj)
+        try:
+            yield
+        finally:
+            self.adj = saved
+
+    # --- the forward sweep --------------------------------------------------------------
+
+    def forward(self, ops: Sequence[Operation], m: dict[Value, Value],
+                recompute: bool) -> dict[Operation, Any]:
+        """Emits ``ops`` (without their terminator); keeps tapes of the loops at this level
+        whose reverse needs them. ``recompute`` skips effects the first sweep performed."""
+        tapes: dict[Operation, Any] = {}
+        for op in ops:
+            if op.name in ("yield", "condition", "return"):
+                continue
+            if recompute and op.name in _SKIPPED_WHEN_RECOMPUTING:
+                continue
+            self.b.location = op.location
+            active = any(r in self.varied for r in op.results)
+            if op.name == "for" and active:
+                tapes[op] = self._forward_for(op, m, recompute)
+            elif op.name == "while" and active:
+                tapes[op] = self._forward_while(op, m, recompute)
+            elif op.name == "parallel_for" and active:
+                self.clone(op, m, recompute)
+                tapes[op] = self._reduction_winners(op, m)
+            else:
+                self.clone(op, m, recompute)
+        return tapes
+
+    def clone(self, op: Operation, m: dict[Value, Value], recompute: bool) -> Operation | None:
+        if op.name == "stop_gradient":
+            m[op.result] = m.get(op.operands[0], op.operands[0])
+            return None
+        regions = [self.clone_block(r, m, recompute) for r in op.regions]
+        new = Operation(op.name, [m.get(v, v) for v in op.operands], [r.type for r in op.results],
+                        dict(op.attrs), regions, op.location)
+        for old, fresh in zip(op.results, new.results):
+            fresh.name_hint = old.name_hint
+            m[old] = fresh
+        self.b.block.append(new)
+        return new
+
+    def clone_block(self, block: Block, m: dict[Value, Value], recompute: bool,
+                    prologue: Any = None) -> Block:
+        new = Block([Value(a.type, a.name_hint) for a in block.args])
+        m.update(zip(block.args, new.args))
+        with self.b.at(new):
+            if prologue is not None:
+                prologue(new)
+            for op in block.ops:
+                if recompute and op.name in _SKIPPED_WHEN_RECOMPUTING:
+                    continue
+                self.clone(op, m, recompute)
+        return new
+
+    def _trip_count(self, start: Value, stop: Value, step: Value) -> Value:
+        one = self.b.constant(1, _INDEX)
+        span = self.op("add", self.op("sub", stop, start), self.op("sub", step, one))
+        return self.op("max", self.op("floordiv", span, step), self.b.constant(0, _INDEX))
+
+    def _storage(self, values: Sequence[Value], size: Value) -> dict[Value, Value]:
+        return {
+            v: self.b.create("array_new", [size], {
+                "type": T.ArrayType(v.type, 1, True), "fill": "empty"}).result
+            for v in values
+        }
+
+    def _forward_for(self, op: Operation, m: dict[Value, Value], recompute: bool) -> LoopTape:
+        start, stop, step = (m.get(v, v) for v in op.operands[:3])
+        body = op.regions[0]
+        stored = [a for a in body.args[1:] if a in self.needed]
+        trip = self._trip_count(start, stop, step)
+        tape = LoopTape(trip, {}, start, step)
+        tape.storage = self._storage([a for a in stored], trip)
+
+        def save(new: Block) -> None:
+            if not stored:
+                return
+            k = self.op("floordiv", self.op("sub", new.args[0], start), step)
+            for a in stored:
+                self.b.create("array_store", [tape.storage[a], k, m[a]])
+
+        regions = [self.clone_block(body, m, recompute, save)]
+        new = Operation("for", [m.get(v, v) for v in op.operands], [r.type for r in op.results],
+                        dict(op.attrs), regions, op.location)
+        for old, fresh in zip(op.results, new.results):
+            fresh.name_hint = old.name_hint
+            m[old] = fresh
+        self.b.block.append(new)
+        return tape
+
+    def _counted_while(self, op: Operation, m: dict[Value, Value], recompute: bool,
+                       storage: dict[Value, Value] | None) -> Operation:
+        """A copy of a while loop that also counts its iterations (and stores the values
+        its body starts from, when ``storage`` is given)."""
+        before, body = op.regions
+        if len(before.ops[-1].operands) != 1:
+            raise located_error("this form of while loop cannot be differentiated", op.location)
+        zero = self.b.constant(0, _INDEX)
+        new_before = self.clone_block(before, m, recompute)
+        new_before.args.append(Value(_INDEX, "count"))
+
+        def save(new: Block) -> None:
+            if storage:
+                for a in body.args:
+                    if a in storage:
+                        self.b.create("array_store", [storage[a], counter, m[a]])
+
+        counter = Value(_INDEX, "count")
+        new_body = self.clone_block(body, m, recompute, save)
+        new_body.args.append(counter)
+        terminator = new_body.ops[-1]
+        with self.b.at(new_body):
+            new_body.ops.pop()
+            following = self.op("add", counter, self.b.constant(1, _INDEX))
+            self.b.create("yield", [*terminator.operands, following])
+        new = Operation("while", [*(m.get(v, v) for v in op.operands), zero],
+                        [*(r.type for r in op.results), _INDEX], dict(op.attrs),
+                        [new_before, new_body], op.location)
+        self.b.block.append(new)
+        return new
+
+    def _forward_while(self, op: Operation, m: dict[Value, Value], recompute: bool) -> LoopTape:
+        counted = self._counted_while(op, m, recompute, None)
+        for old, fresh in zip(op.results, counted.results):
+            fresh.name_hint = old.name_hint
+            m[old] = fresh
+        count = counted.results[-1]
+        stored = [a for a in op.regions[1].args if a in self.needed]
+        tape = LoopTape(count, self._storage(stored, count))
+        if stored:  # a second run, now that the size is known, fills the storage
+            inner = dict(m)
+            self._counted_while(op, inner, True, tape.storage)
+        return tape
+
+    def _reduction_winners(self, op: Operation, m: dict[Value, Value]) -> ReductionTape | None:
+        kinds = op.attrs["reductions"]
+        picked = [k for k, kind in enumerate(kinds)
+                  if kind in ("min", "max") and op.results[k] in self.varied]
+        for k, kind in enumerate(kinds):
+            if kind not in ("add", "min", "max") and op.results[k] in self.varied:
+                raise located_error(
+                    f"a '{kind}' reduction cannot be differentiated yet; accumulate a sum "
+                    "of logarithms instead", op.location)
+        if not picked:
+            return None
+        ndim = op.attrs["ndim"]
+        body = op.regions[0]
+        extents = [m.get(v, v) for v in op.operands[:ndim]]
+        none = self.b.constant(2**62, _INDEX)
+        inner = dict(m)
+        new_body = Block([Value(_INDEX, a.name_hint) for a in body.args[:ndim]]
+                         + [Value(_INDEX, "winner") for _ in picked])
+        inner.update(zip(body.args[:ndim], new_body.args[:ndim]))
+        with self.b.at(new_body):
+            for k, arg in enumerate(body.args[ndim:]):
+                inner[arg] = self.reduction_identity(kinds[k], arg.type)
+            for inner_op in body.ops[:-1]:
+                if inner_op.name not in _SKIPPED_WHEN_RECOMPUTING:
+                    self.clone(inner_op, inner, True)
+            linear = self.linear_index(new_body.args[:ndim], extents)
+            yielded = body.ops[-1].operands
+            partials = []
+            for slot, k in enumerate(picked):
+                value = inner.get(yielded[k], yielded[k])
+                won = self.op("eq", value, m[op.results[k]])
+                candidate = self.op("select", won, linear, none)
+                partials.append(self.op("min", new_body.args[ndim + slot], candidate))
+            self.b.create("yield", partials)
+        search = self.b.create("parallel_for", [*extents, *[none for _ in picked]],
+                               {"ndim": ndim, "reductions": tuple("min" for _ in picked)},
+                               [new_body], [_INDEX for _ in picked])
+        winners = {}
+        for slot, k in enumerate(picked):
+            init = m.get(op.operands[ndim + k], op.operands[ndim + k])
+            initial_wins = self.op("eq", init, m[op.results[k]])
+            winners[k] = (search.results[slot], initial_wins)
+        return ReductionTape(winners)
+
+    def reduction_identity(self, kind: str, t: Any) -> Value:
+        value = {"add": 0.0, "mul": 1.0, "min": float("inf"), "max": float("-inf")}[kind]
+        if not T.element_scalar(t).is_float:
+            scalar = T.element_scalar(t)
+            value = {"add": 0, "mul": 1}.get(kind, 0)
+            return self.b.constant(value, scalar)
+        return self.const(value, t)
+
+    def linear_index(self, ivs: Sequence[Value], extents: Sequence[Value]) -> Value:
+        index = ivs[0]
+        for iv, extent in zip(ivs[1:], extents[1:]):
+            index = self.op("add", self.op("mul", index, extent), iv)
+        return index

@@ -1,0 +1,83 @@
+"""The gradient of a kernel as a new kernel: the primal arguments plus one adjoint array
+per differentiated array argument; it returns the kernel's value and the adjoints of the
+differentiated scalar arguments, and adds the adjoints of the arrays into theirs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kdsl import types as T
+from kdsl.ir.autodiff import rules  # noqa: F401  (attaches the rules to the registry)
+from kdsl.ir.autodiff.activity import is_float, needed_values, varied_values
+from kdsl.ir.autodiff.emitter import located_error
+from kdsl.ir.autodiff.reverse import ReverseSweep, check_differentiable
+from kdsl.ir.builder import IRBuilder
+from kdsl.ir.core import Block, Function, Module, Value
+
+
+@dataclass(frozen=True)
+class GradientSpec:
+    """Which arguments a gradient is taken with respect to."""
+
+    argnums: tuple[int, ...]
+
+
+def adjoint_name(name: str) -> str:
+    return f"d_{name}"
+
+
+def differentiate(module: Module, spec: GradientSpec) -> None:
+    """Replaces ``module.kernel`` by its gradient kernel."""
+    fn = module.kernel
+    ret = fn.body.ops[-1]
+    if len(ret.operands) != 1 or fn.attrs.get("returns_tuple") or not (
+            isinstance(ret.operands[0].type, T.ScalarType) and is_float(ret.operands[0].type)):
+        raise located_error(
+            f"kd.grad needs a kernel that returns one floating-point scalar; {fn.name} returns "
+            + (", ".join(str(v.type) for v in ret.operands) or "nothing"), fn.location)
+    roots = [fn.args[k] for k in spec.argnums]
+    varied, varied_arrays = varied_values(fn.body, roots)
+    check_differentiable(fn.body, varied, varied_arrays)
+    adjoint_arrays = {
+        a: Value(a.type, adjoint_name(fn.arg_names[k]))
+        for k, a in zip(spec.argnums, roots) if isinstance(a.type, T.ArrayType)
+    }
+    body = Block(list(fn.args) + list(adjoint_arrays.values()))
+    builder = IRBuilder(body)
+    sweep = ReverseSweep(builder, varied, varied_arrays, adjoint_arrays, needed_values(fn.body))
+    m: dict[Value, Value] = {a: a for a in fn.args}
+    ops = fn.body.ops
+    tapes = sweep.forward(ops, m, recompute=False)
+    result = ret.operands[0]
+    value = m.get(result, result)
+    builder.location = ret.location
+    if result in varied:
+        sweep.adj[result] = sweep.const(1.0, result.type)
+    sweep.reverse(ops, m, tapes)
+    grads = [sweep.adjoint_or_zero(a) for a in roots if not isinstance(a.type, T.ArrayType)]
+    builder.create("return", [value, *grads])
+    names = list(fn.arg_names) + [adjoint_name(fn.arg_names[k]) for k in spec.argnums
+                                  if isinstance(fn.args[k].type, T.ArrayType)]
+    module.kernel = Function(fn.name, body, [value.type, *(g.type for g in grads)], True,
+                             fn.location, names, {**fn.attrs, "returns_tuple": True})
+
+
+def strip_stop_gradients(module: Module) -> None:
+    """Without a gradient, ``kd.stop_gradient(x)`` is ``x``."""
+    from kdsl.ir.rewrite import remap_operands
+
+    mapping: dict[Value, Value] = {}
+
+    def visit(block: Block) -> None:
+        kept = []
+        for op in block.ops:
+            for region in op.regions:
+                visit(region)
+            if op.name == "stop_gradient":
+                mapping[op.result] = op.operands[0]
+            else:
+                kept.append(op)
+        block.ops = kept
+
+    visit(module.kernel.body)
+    remap_operands(module.kernel.body, mapping)

@@ -1,0 +1,17 @@
+"""Reverse-mode differentiation (kdsl/ir/autodiff), when the kernel is compiled as the
+gradient of another; otherwise only removes ``kd.stop_gradient`` markers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kdsl.ir.core import Module
+
+
+def run(module: Module, options: Any = None) -> None:
+    from kdsl.ir.autodiff.gradient import GradientSpec, differentiate, strip_stop_gradients
+
+    argnums = getattr(options, "gradient", None)
+    if argnums is not None:
+        differentiate(module, GradientSpec(tuple(argnums)))
+    strip_stop_gradients(module)

@@ -1,0 +1,233 @@
+"""``kd.grad``, ``kd.value_and_grad`` and ``kd.check_grad``: the gradient of a kernel is
+compiled as a kernel of its own (see kdsl/ir/autodiff), cached like any kernel."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from kdsl import types as T
+from kdsl.runtime.arguments import Parameter, parameter_for
+from kdsl.runtime.kernel import Kernel
+
+if TYPE_CHECKING:
+    from kdsl.frontend.scope import VariableType
+
+
+def _is_array(p: Parameter) -> bool:
+    return isinstance(p.type, T.ArrayType)
+
+
+def primal_parameters(params: list[Parameter], argnums: Sequence[int]) -> list[Parameter]:
+    """The kernel's own parameters of a gradient kernel's (the adjoint arrays follow)."""
+    extra = 0
+    while True:  # the adjoints are one per differentiated array among the first ones
+        primal = params[:len(params) - extra]
+        count = sum(1 for k in argnums if k < len(primal) and _is_array(primal[k]))
+        if count == extra:
+            return primal
+        extra += 1
+
+
+def gradient_results(results: list[VariableType], primal: list[Parameter],
+                     argnums: Sequence[int]) -> list[VariableType]:
+    """What a gradient kernel returns: the kernel's value, then one adjoint per
+    differentiated scalar argument."""
+    from kdsl.frontend.scope import VariableType
+
+    return list(results[:1]) + [VariableType(primal[k].type, primal[k].weak)
+                                for k in argnums if not _is_array(primal[k])]
+
+
+def _check_differentiable(p: Parameter, kernel_name: str) -> None:
+    scalar = T.element_scalar(p.type.dtype if _is_array(p) else p.type)
+    if not scalar.is_float:
+        what = f"an array of {scalar}" if _is_array(p) else f"{scalar}"
+        raise TypeError(f"kd.grad({kernel_name}): argument '{p.name}' is {what}; gradients are "
+                        "taken with respect to floating-point arguments only")
+
+
+class GradientKernel(Kernel):
+    """The gradient of a kernel, compiled as a kernel: its arguments, then one adjoint
+    array per differentiated array argument (added into)."""
+
+    def __init__(self, kernel: Kernel, argnums: tuple[int, ...]) -> None:
+        super().__init__(kernel.py_function, debug=kernel.options.debug,
+                         fastmath=kernel.options.fastmath)
+        self.primal = kernel
+        self.argnums = argnums
+        self.options = dataclasses.replace(kernel.options, gradient=argnums)
+        self.__name__ = f"grad_{kernel.__name__}"
+        self.compile_seconds: float | None = None
+
+    def __repr__(self) -> str:
+        return f"<kd.grad of {self.primal!r} w.r.t. arguments {self.argnums}>"
+
+    def primal_parameters(self, args: tuple) -> list[Parameter]:
+        params = Kernel.parameters(self, args)
+        for k in self.argnums:
+            if not 0 <= k < len(params):
+                raise ValueError(f"kd.grad({self.primal.__name__}): argnums {k} is out of range "
+                                 f"for a kernel of {len(params)} arguments")
+            _check_differentiable(params[k], self.primal.__name__)
+        return params
+
+    def parameters(self, args: tuple) -> list[Parameter]:
+        count = len(inspect.signature(self.py_function).parameters)
+        params = self.primal_parameters(args[:count])
+        adjoints = [p for k, p in enumerate(params) if k in self.argnums and _is_array(p)]
+        return params + [parameter_for(f"d_{p.name}", None, a)
+                         for p, a in zip(adjoints, args[count:])]
+
+    def _specialise(self, args: tuple, key: Any) -> Any:
+        started = time.perf_counter()
+        compiled = super()._specialise(args, key)
+        self.compile_seconds = time.perf_counter() - started
+        return compiled
+
+
+def _zeros_like(a: Any) -> Any:
+    if isinstance(a, np.ndarray):
+        return np.zeros(a.shape, a.dtype)
+    from kdsl.runtime.arrays import zeros_like
+
+    return zeros_like(a)
+
+
+class Gradient:
+    """``kd.grad(kernel, argnums)``: call with the kernel's arguments."""
+
+    def __init__(self, kernel: Kernel, argnums: int | Sequence[int], with_value: bool) -> None:
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"kd.grad needs a @kd.kernel, got {kernel!r}")
+        self.single = isinstance(argnums, int)
+        self.argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        if not self.argnums or not all(isinstance(k, int) for k in self.argnums):
+            raise TypeError(f"kd.grad: argnums must be an int or a tuple of ints, got {argnums!r}")
+        self.kernel = GradientKernel(kernel, self.argnums)
+        self.with_value = with_value
+
+    def _arguments(self, args: tuple) -> tuple[list[Parameter], list[Any]]:
+        params = self.kernel.primal_parameters(args)
+        adjoints = [_zeros_like(args[k]) for k in self.argnums if _is_array(params[k])]
+        return params, adjoints
+
+    def __call__(self, *args: Any) -> Any:
+        params, adjoints = self._arguments(args)
+        value, *scalars = self.kernel(*args, *adjoints)
+        arrays, scalar_grads = iter(adjoints), iter(scalars)
+        grads = tuple(next(arrays) if _is_array(params[k]) else next(scalar_grads)
+                      for k in self.argnums)
+        grad = grads[0] if self.single else grads
+        return (value, grad) if self.with_value else grad
+
+    def ir(self, *args: Any, stage: str = "optimized") -> str:
+        """The printed IR of the gradient kernel for these arguments (``stage='autodiff'``
+        shows it as the differentiation made it, before optimisation)."""
+        _, adjoints = self._arguments(args)
+        return self.kernel.ir(*args, *adjoints, stage=stage)
+
+    def llvm_ir(self, *args: Any, optimized: bool = False) -> str:
+        _, adjoints = self._arguments(args)
+        return self.kernel.llvm_ir(*args, *adjoints, optimized=optimized)
+
+    def ptx(self, *args: Any, arch: tuple[int, int] | None = None) -> str:
+        _, adjoints = self._arguments(args)
+        return self.kernel.ptx(*args, *adjoints, arch=arch)
+
+    @property
+    def compile_seconds(self) -> float | None:
+        """How long the last compilation (or load from the disk cache) took."""
+        return self.kernel.compile_seconds
+
+
+def grad(kernel: Kernel, argnums: int | Sequence[int] = 0) -> Gradient:
+    """The gradient of a kernel returning a scalar, with respect to ``argnums``."""
+    return Gradient(kernel, argnums, with_value=False)
+
+
+def value_and_grad(kernel: Kernel, argnums: int | Sequence[int] = 0) -> Gradient:
+    """Like ``grad``, returning ``(value, gradient)``."""
+    return Gradient(kernel, argnums, with_value=True)
+
+
+def _as_float64(a: Any) -> Any:
+    if isinstance(a, np.ndarray):
+        return a.astype(np.float64)
+    return float(a)
+
+
+def _numeric_gradient(kernel: Kernel, args: list[Any], k: int, eps: float) -> Any:
+    """Central differences of the kernel's value with respect to argument ``k``."""
+    a = args[k]
+    if not isinstance(a, np.ndarray):
+        shifted_up = list(args)
+        shifted_down = list(args)
+        kind = type(a)
+        shifted_up[k] = kind(float(a) + eps)
+        shifted_down[k] = kind(float(a) - eps)
+        return (float(kernel(*shifted_up)) - float(kernel(*shifted_down))) / (2 * eps)
+    out = np.zeros(a.shape, np.float64)
+    flat = a.reshape(-1)
+    base = flat.copy()
+    for index in range(flat.size):
+        flat[index] = base[index] + eps
+        hi = float(kernel(*args))
+        flat[index] = base[index] - eps
+        lo = float(kernel(*args))
+        flat[index] = base[index]
+        out.reshape(-1)[index] = (hi - lo) / (2 * eps)
+    return out
+
+
+def check_grad(kernel: Kernel, *args: Any, argnums: int | Sequence[int] = 0,
+               eps: float | None = None, rtol: float | None = None,
+               atol: float | None = None) -> float:
+    """Compares ``kd.grad(kernel, argnums)`` with central finite differences in float64
+    (in the arguments' own precision where the kernel accepts nothing else); raises
+    AssertionError naming the worst element. Returns the largest scaled error."""
+    numbers = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    wide = list(args)
+    for k in numbers:
+        a = args[k]
+        if isinstance(a, np.ndarray):
+            wide[k] = np.array(a, dtype=np.float64) if a.dtype.kind == "f" else a
+        elif isinstance(a, (float, np.floating)):
+            wide[k] = float(a)
+    try:
+        kernel.parameters(tuple(wide))
+        GradientKernel(kernel, numbers).primal_parameters(tuple(wide))
+        exact = True
+    except TypeError:
+        wide = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
+        exact = False
+    step = eps if eps is not None else (1e-6 if exact else 1e-2)
+    relative = rtol if rtol is not None else (1e-4 if exact else 5e-2)
+    absolute = atol if atol is not None else (1e-6 if exact else 5e-3)
+    analytic = Gradient(kernel, numbers, with_value=False)(*wide)
+    worst = 0.0
+    for k, computed in zip(numbers, analytic):
+        numeric = _numeric_gradient(kernel, wide, k, step)
+        computed_values = np.asarray(computed, dtype=np.float64)
+        numeric_values = np.asarray(numeric, dtype=np.float64)
+        scale = absolute + relative * np.abs(numeric_values)
+        error = np.abs(computed_values - numeric_values) / scale
+        error = np.where(np.isnan(error), np.inf, error)
+        index = int(np.argmax(error)) if error.size else 0
+        worst_here = float(error.reshape(-1)[index]) if error.size else 0.0
+        worst = max(worst, worst_here)
+        if worst_here > 1.0:
+            name = kernel.parameters(tuple(wide))[k].name
+            where = (f"[{', '.join(map(str, np.unravel_index(index, numeric_values.shape)))}]"
+                     if numeric_values.ndim else "")
+            raise AssertionError(
+                f"kd.check_grad({kernel.__name__}): the gradient with respect to '{name}{where}' "
+                f"is {computed_values.reshape(-1)[index] if computed_values.ndim else computed_values}"
+                f", central differences give "
+                f"{numeric_values.reshape(-1)[index] if numeric_values.ndim else numeric_values}")
+    return worst
