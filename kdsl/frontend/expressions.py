@@ -365,6 +365,8 @@ class ExpressionLowering(VectorLowering, TensorLowering):
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         base = self.expr(node.value)
+        if isinstance(base, Static) and isinstance(base.obj, (tuple, list)):  # a global tuple
+            base = TupleValue(tuple(Static(x) for x in base.obj))
         if isinstance(base, TupleValue):
             index = self.expr(node.slice)
             literal = self._static_int(index)

@@ -24,9 +24,10 @@ from kdsl.frontend.analysis import (
     may_return,
     stmt_may_jump,
 )
-from kdsl.frontend.expressions import COMPONENT_NAMES, ExpressionLowering
+from kdsl.frontend.expressions import COMPONENT_NAMES
 from kdsl.frontend.lowering import LoopFrame
 from kdsl.frontend.scope import VariableType
+from kdsl.frontend.static_loops import StaticLoopLowering
 from kdsl.frontend.tensors import is_array
 from kdsl.frontend.values import IterationSpace, Static, TupleValue
 from kdsl.ir.core import Block, Value
@@ -40,7 +41,7 @@ _AUG_OPS = {
 }
 
 
-class StatementLowering(ExpressionLowering):
+class StatementLowering(StaticLoopLowering):
     """Turns statement lists into ops, building structured control flow."""
 
     # --- statement lists with jumps -----------------------------------------------------
@@ -467,6 +468,9 @@ class StatementLowering(ExpressionLowering):
     def stmt_For(self, node: ast.For) -> None:
         if node.orelse:
             self.error("'for ... else' is not supported", node)
+        if self.is_static_call(node.iter):  # for k in kd.static(range(3)): unrolled
+            self.unrolled_loop(node)
+            return
         space = self.iteration_space(node.iter)
         if space.parallel:
             self.parallel_loop(node, space)
