@@ -36,6 +36,7 @@ from kdsl.builtins import (
     transpose,
     where,
 )
+from kdsl.builtins import stop_gradient
 from kdsl.errors import CompileError
 from kdsl.runtime.arrays import (
     DeviceArray,
@@ -92,4 +93,4 @@ __all__ = [
     "set_num_threads", "sin", "synchronize", "sqrt", "static", "sum", "tan", "tanh", "trace", "transpose", "u8", "u16", "u32", "u64",
     "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros", "zeros_like",
 ]
-__all__ += ["check_grad", "grad", "value_and_grad"]
+__all__ += ["check_grad", "grad", "stop_gradient", "value_and_grad"]

@@ -404,3 +404,8 @@ def atomic_max(array: Any, index: Any, value: Any) -> Any:
     old = array[i]
     array[i] = np.maximum(array[i], value)
     return old
+
+
+def stop_gradient(x: Any) -> Any:
+    """``x``, through which ``kd.grad`` lets no gradient flow."""
+    return x

@@ -476,3 +476,13 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
 
 from kdsl.frontend.matrix_calls import call_method, python_cast_message  # noqa: E402
 from kdsl.frontend.vectors import flatten  # noqa: E402
+
+
+@builtin(kb.stop_gradient)
+def _stop_gradient(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 1, "stop_gradient")
+    (v,) = _values(lo, node, args)
+    if is_array(v):
+        lo.error("kd.stop_gradient() takes a scalar, vector or matrix, not an array", node)
+    result = lo.op("stop_gradient", v, node=node)
+    return lo.mark_weak(result, True) if lo.is_weak(v) else lo.strong(result)

@@ -1,0 +1,118 @@
+"""What cannot be differentiated is a located error or a TypeError naming the argument."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+
+@kd.kernel
+def weighted(x: kd.Array[kd.f64], n: kd.i32, w: kd.f64) -> kd.f64:
+    s = 0.0
+    for i in range(n):
+        s += x[i] * w
+    return s
+
+
+def test_integer_argument_is_a_type_error_naming_it() -> None:
+    with pytest.raises(TypeError, match="argument 'n' is i32"):
+        kd.grad(weighted, 1)(np.ones(3), 3, 2.0)
+
+
+def test_integer_array_is_a_type_error_naming_it() -> None:
+    @kd.kernel
+    def count(a: kd.Array[kd.i64]) -> kd.f64:
+        return float(a[0])
+
+    with pytest.raises(TypeError, match="argument 'a' is an array of i64"):
+        kd.grad(count)(np.ones(3, np.int64))
+
+
+def test_argnums_out_of_range() -> None:
+    with pytest.raises(ValueError, match="argnums 5 is out of range"):
+        kd.grad(weighted, 5)(np.ones(3), 3, 2.0)
+
+
+def test_kernel_without_a_scalar_result_is_a_compile_error() -> None:
+    @kd.kernel
+    def fill(x: kd.Array[kd.f64]):
+        for i in range(x.shape[0]):
+            x[i] = 1.0
+
+    with pytest.raises(kd.CompileError, match="returns one floating-point scalar") as info:
+        kd.grad(fill)(np.ones(3))
+    assert "def fill" in str(info.value)
+
+
+def test_in_place_update_is_a_located_error() -> None:
+    @kd.kernel
+    def step(x: kd.Array[kd.f64]) -> kd.f64:
+        for i in range(x.shape[0]):
+            x[i] = x[i] * 2.0
+        return x[0]
+
+    with pytest.raises(kd.CompileError, match="in-place") as info:
+        kd.grad(step)(np.ones(3))
+    assert "x[i] = x[i] * 2.0" in str(info.value)
+
+
+def test_used_old_value_of_an_atomic_is_a_located_error() -> None:
+    @kd.kernel
+    def old_value(x: kd.Array[kd.f64], out: kd.Array[kd.f64]) -> kd.f64:
+        s = 0.0
+        for i in range(x.shape[0]):
+            s += kd.atomic_add(out, 0, x[i])
+        return s
+
+    with pytest.raises(kd.CompileError, match="old value") as info:
+        kd.grad(old_value)(np.ones(3), np.zeros(1))
+    assert "atomic_add" in str(info.value)
+
+
+def test_product_reduction_is_a_located_error() -> None:
+    @kd.kernel
+    def product(x: kd.Array[kd.f64]) -> kd.f64:
+        p = 1.0
+        for i in kd.prange(x.shape[0]):
+            p *= x[i]
+        return p
+
+    with pytest.raises(kd.CompileError, match="'mul' reduction"):
+        kd.grad(product)(np.ones(3))
+
+
+def test_whole_array_expression_is_a_located_error() -> None:
+    @kd.kernel
+    def total(x: kd.Array[kd.f64]) -> kd.f64:
+        return kd.sum(x * x)
+
+    with pytest.raises(kd.CompileError, match="whole-array") as info:
+        kd.grad(total)(np.ones(3))
+    assert "kd.sum(x * x)" in str(info.value)
+
+
+def test_stop_gradient_blocks_the_flow() -> None:
+    @kd.kernel
+    def blocked(x: kd.Array[kd.f64]) -> kd.f64:
+        s = 0.0
+        for i in range(x.shape[0]):
+            s += x[i] * kd.stop_gradient(x[i])
+        return s
+
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(kd.grad(blocked)(x), x)
+    assert blocked(x) == pytest.approx(14.0)
+    assert blocked.python(x) == pytest.approx(14.0)
+
+
+def test_a_gradient_is_cached_and_reports_its_compile_time() -> None:
+    g = kd.grad(weighted, (0, 2))
+    gx, gw = g(np.ones(4), 3, 2.0)
+    np.testing.assert_allclose(gx, [2.0, 2.0, 2.0, 0.0])
+    assert gw == pytest.approx(3.0)
+    assert g.compile_seconds is not None and g.compile_seconds >= 0.0
+    assert len(g.kernel._specialisations) == 1
+    g(np.ones(4), 2, 1.0)
+    assert len(g.kernel._specialisations) == 1
