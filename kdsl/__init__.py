@@ -29,6 +29,7 @@ from kdsl.builtins import (
     sin,
     sqrt,
     static,
+    stop_gradient,
     sum,
     tan,
     tanh,
@@ -36,7 +37,6 @@ from kdsl.builtins import (
     transpose,
     where,
 )
-from kdsl.builtins import stop_gradient
 from kdsl.errors import CompileError
 from kdsl.runtime.arrays import (
     DeviceArray,
