@@ -183,6 +183,10 @@ class ScalarEmitter:
     def op_max(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
         return self.builder.select(self._less(t, a, b), b, a)
 
+    def op_wrap_index(self, t: T.ScalarType, index: ir.Value, size: ir.Value) -> ir.Value:
+        negative = self.builder.icmp_signed("<", index, ir.Constant(index.type, 0))
+        return self.builder.select(negative, self.builder.add(index, size), index)
+
     def _less(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
         if t.is_float:
             return self.builder.fcmp_ordered("<", a, b)

@@ -351,6 +351,8 @@ class ExpressionLowering(VectorLowering, TensorLowering):
             v = self.builder.cast(v, T.i64)
             if isinstance(literal, int) and literal < 0:
                 v = self.op("add", v, self.array_dim(array, axis))
+            elif not isinstance(literal, int):  # passes/drop_index_wraps.py removes most
+                v = self.op("wrap_index", v, self.array_dim(array, axis))
             indices.append(v)
         return indices
 

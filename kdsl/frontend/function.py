@@ -23,6 +23,7 @@ from kdsl.frontend.source import FunctionSource, read_function
 from kdsl.frontend.statements import RETURN_FLAG, StatementLowering
 from kdsl.frontend.values import Static, TupleValue
 from kdsl.ir.core import Block, Function, Value
+from kdsl.ir.passes.drop_index_wraps import drop_index_wraps
 
 MAX_TYPE_ROUNDS = 6
 
@@ -203,6 +204,7 @@ def lower_function(
         lowering = FunctionLowering(source, context, types, is_kernel)
         function = lowering.lower(params, name)
         if lowering.settled():
+            drop_index_wraps(function.body)
             return function, lowering.result_types()
         assumed = dict(types.observed)
     raise CompileError(

@@ -71,6 +71,7 @@ _ELEMENTWISE: dict[str, Callable[..., Any]] = {
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
     "gt": np.greater, "ge": np.greater_equal,
     "select": lambda c, a, b: a if c else b,
+    "wrap_index": lambda index, size: index + size if index < 0 else index,
 }
 
 

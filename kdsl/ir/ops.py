@@ -342,6 +342,11 @@ register(OpDef("array_free", Trait.NONE, _none, memory=(Memory.FREE,),
 register(OpDef("array_null", PURE, _from_attr("type"),
                doc="an array value that is never read (a return value before any return)"))
 register(OpDef("array_dim", PURE, lambda ts, a: [T.i64], doc="size of axis attrs.axis"))
+register(OpDef(
+    "wrap_index", EW, lambda ts, a: [T.i64],
+    _fold_numpy(lambda index, size: index + size if index < 0 else index),
+    doc="wrap_index %index, %size: a negative index counts from the end, as in Python",
+))
 register(OpDef("array_load", ACCESS, _element_of_first, memory=(READ, NO_MEMORY)))
 register(OpDef("array_store", ACCESS, _none, memory=(WRITE, NO_MEMORY)))
 register(OpDef(

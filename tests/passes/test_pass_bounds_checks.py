@@ -31,26 +31,30 @@ def test_load_is_guarded():
     a = np.array([5, 6, 7], np.int64)
     assert get.ir(a, 1, stage="inline") == golden("""
         kernel @get(%a: array<i64, 1, C>, %k: i64) -> i64 {
-          %0 = array_load %a, %k : i64
-          return %0
+          %0 = array_dim %a {axis = 0} : i64
+          %1 = wrap_index %k, %0 : i64
+          %2 = array_load %a, %1 : i64
+          return %2
         }
     """)
     assert get.ir(a, 1, stage="bounds-checks") == golden("""
         kernel @get(%a: array<i64, 1, C>, %k: i64) -> i64 {
-          %0 = constant 0 : i64
-          %1 = array_dim %a {axis = 0} : i64
-          %2 = ge %k, %0 : bool
-          %3 = lt %k, %1 : bool
-          %4 = bit_and %2, %3 : bool
-          %5 = if %4 : i64 {
-            %6 = array_load %a, %k : i64
-            yield %6
+          %0 = array_dim %a {axis = 0} : i64
+          %1 = wrap_index %k, %0 : i64
+          %2 = constant 0 : i64
+          %3 = array_dim %a {axis = 0} : i64
+          %4 = ge %1, %2 : bool
+          %5 = lt %1, %3 : bool
+          %6 = bit_and %4, %5 : bool
+          %7 = if %6 : i64 {
+            %8 = array_load %a, %1 : i64
+            yield %8
           } else {
-            raise_index_error %k, %1, %4 {axis = 0, array = 'a'}
-            %7 = constant 0 : i64
-            yield %7
+            raise_index_error %k, %3, %6 {axis = 0, array = 'a'}
+            %9 = constant 0 : i64
+            yield %9
           }
-          return %5
+          return %7
         }
     """)
     assert get(a, 1) == 6
@@ -63,8 +67,10 @@ def test_no_checks_without_debug():
     a = np.array([5, 6, 7], np.int64)
     assert get_unchecked.ir(a, 1, stage="bounds-checks") == golden("""
         kernel @get_unchecked(%a: array<i64, 1, C>, %k: i64) -> i64 {
-          %0 = array_load %a, %k : i64
-          return %0
+          %0 = array_dim %a {axis = 0} : i64
+          %1 = wrap_index %k, %0 : i64
+          %2 = array_load %a, %1 : i64
+          return %2
         }
     """)
     assert "raise_index_error" not in get_unchecked.ir(a, 1)
@@ -80,22 +86,26 @@ def test_store_on_two_axes_checks_both():
     a = np.ones((2, 3), np.float32)
     assert put.ir(a, 1, 2, 2.5, stage="bounds-checks") == golden("""
         kernel @put(%a: array<f32, 2, C>, %i: i64, %j: i64, %v: f32) {
-          %0 = constant 0 : i64
-          %1 = array_dim %a {axis = 0} : i64
-          %2 = ge %i, %0 : bool
-          %3 = lt %i, %1 : bool
-          %4 = bit_and %2, %3 : bool
-          %5 = array_dim %a {axis = 1} : i64
-          %6 = ge %j, %0 : bool
-          %7 = lt %j, %5 : bool
+          %0 = array_dim %a {axis = 0} : i64
+          %1 = wrap_index %i, %0 : i64
+          %2 = array_dim %a {axis = 1} : i64
+          %3 = wrap_index %j, %2 : i64
+          %4 = constant 0 : i64
+          %5 = array_dim %a {axis = 0} : i64
+          %6 = ge %1, %4 : bool
+          %7 = lt %1, %5 : bool
           %8 = bit_and %6, %7 : bool
-          %9 = bit_and %4, %8 : bool
-          if %9 {
-            array_store %a, %i, %j, %v
+          %9 = array_dim %a {axis = 1} : i64
+          %10 = ge %3, %4 : bool
+          %11 = lt %3, %9 : bool
+          %12 = bit_and %10, %11 : bool
+          %13 = bit_and %8, %12 : bool
+          if %13 {
+            array_store %a, %1, %3, %v
             yield
           } else {
-            raise_index_error %i, %1, %4 {axis = 0, array = 'a'}
-            raise_index_error %j, %5, %8 {axis = 1, array = 'a'}
+            raise_index_error %i, %5, %8 {axis = 0, array = 'a'}
+            raise_index_error %j, %9, %12 {axis = 1, array = 'a'}
             yield
           }
           return
@@ -142,19 +152,21 @@ def test_atomic_update_in_a_parallel_loop_is_guarded():
               %14 = constant 0 : i64
               yield %14
             }
-            %15 = cast %6 : i32
-            %16 = constant 0 : i64
-            %17 = array_dim %h {axis = 0} : i64
-            %18 = ge %12, %16 : bool
-            %19 = lt %12, %17 : bool
-            %20 = bit_and %18, %19 : bool
-            %21 = if %20 : i32 {
-              %22 = atomic_rmw %h, %12, %15 {kind = 'add', implicit = True} : i32
-              yield %22
+            %15 = array_dim %h {axis = 0} : i64
+            %16 = wrap_index %12, %15 : i64
+            %17 = cast %6 : i32
+            %18 = constant 0 : i64
+            %19 = array_dim %h {axis = 0} : i64
+            %20 = ge %16, %18 : bool
+            %21 = lt %16, %19 : bool
+            %22 = bit_and %20, %21 : bool
+            %23 = if %22 : i32 {
+              %24 = atomic_rmw %h, %16, %17 {kind = 'add', implicit = True} : i32
+              yield %24
             } else {
-              raise_index_error %12, %17, %20 {axis = 0, array = 'h'}
-              %23 = constant 0 : i32
-              yield %23
+              raise_index_error %12, %19, %22 {axis = 0, array = 'h'}
+              %25 = constant 0 : i32
+              yield %25
             }
             yield
           }
@@ -179,18 +191,19 @@ def test_atomic_update_in_a_parallel_loop_is_guarded():
               raise_index_error %i, %0, %5 {axis = 0, array = 'v'}
               yield %1
             }
-            %8 = constant 1 : i32
-            %9 = array_dim %h {axis = 0} : i64
-            %10 = ge %7, %1 : bool
-            %11 = lt %7, %9 : bool
-            %12 = bit_and %10, %11 : bool
-            %13 = if %12 : i32 {
-              %14 = atomic_rmw %h, %7, %8 {kind = 'add', implicit = True} : i32
-              yield %14
-            } else {
-              raise_index_error %7, %9, %12 {axis = 0, array = 'h'}
-              %15 = constant 0 : i32
+            %8 = array_dim %h {axis = 0} : i64
+            %9 = wrap_index %7, %8 : i64
+            %10 = constant 1 : i32
+            %11 = ge %9, %1 : bool
+            %12 = lt %9, %8 : bool
+            %13 = bit_and %11, %12 : bool
+            %14 = if %13 : i32 {
+              %15 = atomic_rmw %h, %9, %10 {kind = 'add', implicit = True} : i32
               yield %15
+            } else {
+              raise_index_error %7, %8, %13 {axis = 0, array = 'h'}
+              %16 = constant 0 : i32
+              yield %16
             }
             yield
           }
@@ -208,11 +221,12 @@ def get_f32(a: kd.Array[kd.f32], k: kd.i64):
 
 def test_float_fallback_zero_is_a_float_constant():
     a = np.array([1.5, 2.5], np.float32)
-    assert "%7 = constant 0.0 : f32" in get_f32.ir(a, 0, stage="bounds-checks")
+    assert "%9 = constant 0.0 : f32" in get_f32.ir(a, 0, stage="bounds-checks")
 
 
 def test_float_access_checked_and_correct():
     a = np.array([1.5, 2.5], np.float32)
     assert get_f32(a, 1) == np.float32(2.5)
-    with pytest.raises(IndexError):
-        get_f32(a, -1)
+    assert get_f32(a, -1) == np.float32(2.5)  # counts from the end, as in Python
+    with pytest.raises(IndexError, match="index -3 is out of bounds"):
+        get_f32(a, -3)  # the index as written, not as wrapped

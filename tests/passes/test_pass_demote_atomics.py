@@ -102,8 +102,9 @@ def test_update_at_a_computed_index_stays_atomic():
             %5 = cast %4 : i32
             %6 = mod %3, %5 : i32
             %7 = cast %6 : i64
-            %8 = constant 1 : i32
-            %9 = atomic_rmw %h, %7, %8 {kind = 'add', implicit = True} : i32
+            %8 = wrap_index %7, %4 : i64
+            %9 = constant 1 : i32
+            %10 = atomic_rmw %h, %8, %9 {kind = 'add', implicit = True} : i32
             yield
           }
           return

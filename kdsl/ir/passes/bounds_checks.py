@@ -30,8 +30,11 @@ _GUARD_YIELDS: set[Operation] = set()
 
 
 def _as_written(index: Value, definitions: dict[Value, Operation]) -> Value:
-    """The index the user wrote: ``a[-2]`` is lowered to ``-2 + size``; report -2."""
+    """The index the user wrote: ``a[-2]`` is lowered to ``-2 + size`` and ``a[k]`` to
+    ``wrap_index k, size`` (the check is on the wrapped index); report -2 or k."""
     op = definitions.get(index)
+    if op is not None and op.name == "wrap_index":
+        return op.operands[0]
     if op is not None and op.name == "add":
         literal = definitions.get(op.operands[0])
         size = definitions.get(op.operands[1])

@@ -1,12 +1,17 @@
 """Atomics demotion: an implicit atomic update (``a[i] += v`` in a parallel loop) becomes a
-plain load, add and store when no two iterations can touch the same element."""
+plain load, add and store when no two iterations can touch the same element.
+
+Indices are compared as values: ``a[i]`` is at the loop variable itself, never at an
+expression of it. A run-time index that may be negative is a ``wrap_index`` of it (so
+``a[i - n]`` and ``a[i]``, which Python sends to one element, are never taken for
+distinct ones); only the wraps of provably non-negative indices are gone by now."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kdsl.ir.core import Block, Module, Operation, Value
-from kdsl.ir.effects import element_access
+from kdsl.ir.effects import element_access, view_source
 
 
 def _demote(op: Operation) -> list[Operation]:
@@ -18,31 +23,53 @@ def _demote(op: Operation) -> list[Operation]:
     return [load, update, store]
 
 
-def _shared_writes(body: Block, ivs: tuple[Value, ...]) -> set[Value]:
-    """Arrays written somewhere in ``body`` at an index that is not injective."""
-    shared = set()
+def _shared_writes(body: Block, ivs: tuple[Value, ...], views: dict[Value, Value]) -> set[Value]:
+    """Arrays that two iterations may write at the same element: unless every write to
+    an array has each parallel loop variable as the index of one same axis (``a[i, 2]``
+    and ``a[5, i]`` meet at ``a[5, 2]``, from iterations 5 and 2), or when some write
+    goes through a view of it."""
+    writes: dict[Value, list[list[Value]]] = {}
+    shared: set[Value] = set()
     for op in body.walk():
         access = element_access(op)
-        if access is not None and access.writes and not _injective(access.indices, ivs):
-            shared.add(access.array)
+        if access is None or not access.writes:
+            continue
+        if access.array in views:
+            shared.update((access.array, _base(access.array, views)))
+        writes.setdefault(access.array, []).append(access.indices)
+    for array, index_lists in writes.items():
+        for iv in ivs:
+            axes = set.intersection(*({k for k, v in enumerate(indices) if v is iv}
+                                      for indices in index_lists))
+            if not axes:
+                shared.add(array)
     return shared
 
 
+def _base(array: Value, views: dict[Value, Value]) -> Value:
+    while array in views:
+        array = views[array]
+    return array
+
+
 def _visit(
-    block: Block, parallel_ivs: tuple[Value, ...], used: set[Value], shared: set[Value]
+    block: Block, parallel_ivs: tuple[Value, ...], used: set[Value], shared: set[Value],
+    views: dict[Value, Value],
 ) -> None:
     out = []
     for op in block.ops:
         if op.name == "parallel_for":
             ivs = tuple(op.regions[0].args[: op.attrs["ndim"]])
             inner_ivs = parallel_ivs + ivs
-            _visit(op.regions[0], inner_ivs, used, shared | _shared_writes(op.regions[0], inner_ivs))
+            inner_shared = shared | _shared_writes(op.regions[0], inner_ivs, views)
+            _visit(op.regions[0], inner_ivs, used, inner_shared, views)
         else:
             for region in op.regions:
-                _visit(region, parallel_ivs, used, shared)
+                _visit(region, parallel_ivs, used, shared, views)
         if (
             op.name == "atomic_rmw" and op.attrs.get("implicit") and op.attrs["kind"] in ("add", "sub")
             and parallel_ivs and op.result not in used and op.operands[0] not in shared
+            and _base(op.operands[0], views) not in shared
             and _injective(op.operands[1:-1], parallel_ivs)
         ):
             out.extend(_demote(op))
@@ -59,4 +86,6 @@ def _injective(indices: list[Value], ivs: tuple[Value, ...]) -> bool:
 
 def run(module: Module, options: Any = None) -> None:
     used = {v for op in module.kernel.walk() for v in op.operands}
-    _visit(module.kernel.body, (), used, set())
+    views = {op.result: source for op in module.kernel.walk()
+             if (source := view_source(op)) is not None}
+    _visit(module.kernel.body, (), used, set(), views)

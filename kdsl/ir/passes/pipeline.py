@@ -12,6 +12,7 @@ from kdsl.ir.passes import (
     dead_code,
     demote_atomics,
     differentiate,
+    drop_index_wraps,
     free_temporaries,
     fuse_parallel_loops,
     inline_funcs,
@@ -41,6 +42,7 @@ class Pass:
 
 PIPELINE: tuple[Pass, ...] = (
     Pass("inline", inline_funcs.run),
+    Pass("drop-index-wraps", drop_index_wraps.run),
     Pass("autodiff", differentiate.run),
     Pass("lower-tensors", lower_tensors.run),
     # before anything can delete an access whose value is unused: its check stays
