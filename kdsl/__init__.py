@@ -38,6 +38,7 @@ from kdsl.builtins import (
     where,
 )
 from kdsl.errors import CompileError
+from kdsl.random_numbers import randint, randn, random, seed
 from kdsl.runtime.arrays import (
     DeviceArray,
     array,
@@ -89,8 +90,8 @@ __all__ = [
     "atomic_add", "atomic_max", "atomic_min", "atomic_sub", "bool_", "ceil", "clamp", "cos",
     "cross", "determinant", "dot", "empty", "exp", "f32", "f64", "floor", "from_dlpack", "full", "func", "get_num_threads",
     "i8", "i16", "i32", "i64", "inverse", "ivec2", "ivec3", "ivec4", "kernel", "length", "log", "mat22",
-    "mat33", "mat33d", "mat44", "max", "mean", "min", "ndrange", "normalize", "ones", "outer", "pow", "prange",
-    "set_num_threads", "sin", "synchronize", "sqrt", "static", "sum", "tan", "tanh", "trace", "transpose", "u8", "u16", "u32", "u64",
+    "mat33", "mat33d", "mat44", "max", "mean", "min", "ndrange", "normalize", "ones", "outer", "pow", "prange", "randint", "randn", "random",
+    "seed", "set_num_threads", "sin", "synchronize", "sqrt", "static", "sum", "tan", "tanh", "trace", "transpose", "u8", "u16", "u32", "u64",
     "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros", "zeros_like",
 ]
 __all__ += ["check_grad", "grad", "stop_gradient", "value_and_grad"]

@@ -8,13 +8,14 @@ objects to IR ops (kdsl/frontend/calls.py); it never calls them.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from kdsl import small_matrices
 from kdsl import types as T
+from kdsl.random_numbers import parallel_iterations
 
 
 def _wrap_by_rank(result: Any) -> Any:
@@ -188,21 +189,18 @@ def make_matrix(mtype: T.MatrixType, components: Sequence[Any]) -> Matrix:
 # --- loops ----------------------------------------------------------------------------
 
 
-def prange(*args: int) -> range:
+def prange(*args: int) -> Iterable[int]:
     """A parallel loop: ``range`` semantics, iterations run concurrently."""
-    return range(*args)
+    return parallel_iterations(range(*args))
 
 
-def ndrange(*extents: Any) -> Iterator[Any]:
+def ndrange(*extents: Any) -> Iterable[Any]:
     """A parallel loop over up to three axes, each ``range(extent)`` or, for a
     ``(start, stop)`` pair, ``range(start, stop)``."""
     if not 1 <= len(extents) <= 3:
         raise TypeError("ndrange takes one to three extents")
     ranges = [range(*e) if isinstance(e, tuple) else range(e) for e in extents]
-    if len(ranges) == 1:
-        yield from ranges[0]
-        return
-    yield from itertools.product(*ranges)
+    return parallel_iterations(ranges[0] if len(ranges) == 1 else itertools.product(*ranges))
 
 
 # --- math -----------------------------------------------------------------------------

@@ -474,6 +474,7 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
     lo.error(f"'{name}' cannot be called in a kernel: decorate it with @kd.func", node)
 
 
+from kdsl.frontend import random_draws  # noqa: E402, F401  (registers kd.random and friends)
 from kdsl.frontend.matrix_calls import call_method, python_cast_message  # noqa: E402
 from kdsl.frontend.vectors import flatten  # noqa: E402
 

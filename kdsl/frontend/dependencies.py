@@ -15,6 +15,7 @@ import numpy as np
 
 from kdsl.frontend.captures import ArrayCapture, capture_for, free_array_names
 from kdsl.frontend.source import MISSING, read_function
+from kdsl.random_numbers import randint, randn, random
 
 Getter = Callable[[], Any]
 
@@ -30,6 +31,7 @@ class Dependencies:
     # the funcs called, with how the kernel reaches each (``helpers.f`` after reloading
     # helpers is another func)
     funcs: list[tuple[Getter, Any]] = field(default_factory=list)
+    uses_random: bool = False  # the kernel draws random numbers (kd.random, ...)
 
     def unchanged(self) -> bool:
         """Whether code compiled for these dependencies is still what the source says."""
@@ -54,7 +56,7 @@ class Dependencies:
     def key_parts(self) -> list[str]:
         return self.sources + [f"{name}={type(v).__name__}:{v!r}" for name, _, v in self.constants] + [
             f"array {c.owner}:{c.name}" for c in self.arrays
-        ]
+        ] + (["random stream"] if self.uses_random else [])
 
 
 def _is_constant(obj: Any) -> bool:
@@ -133,6 +135,8 @@ def scan_dependencies(fn: Any) -> Dependencies:
                     _note(function, ".".join(chain), obj, getter)
 
     def _note(function: Any, name: str, obj: Any, getter: Getter) -> None:
+        if function is fn and any(obj is r for r in (random, randn, randint)):
+            deps.uses_random = True
         if _is_constant(obj):
             deps.constants.append((f"{function.__qualname__}:{name}", getter, obj))
         elif getattr(obj, "__kdsl_func__", False):

@@ -261,11 +261,16 @@ class ExpressionLowering(VectorLowering, TensorLowering):
 
     def conditional_value(self, cond: Value, then_fn: Any, else_fn: Any, node: ast.AST) -> Value:
         """An ``if`` op with one result; each branch is lowered only into its own region."""
+        from kdsl.frontend import random_draws
+
         then_block, else_block = Block(), Block()
+        draws = self.env.get(random_draws.DRAW)
         with self.builder.at(then_block):
             then_value = then_fn()
+        random_draws.check_no_draw_in(self, draws, node)
         with self.builder.at(else_block):
             else_value = else_fn()
+        random_draws.check_no_draw_in(self, draws, node)
         weak_then, weak_else = self.is_weak(then_value), self.is_weak(else_value)
         if isinstance(then_value.type, T.ScalarType) and isinstance(else_value.type, T.ScalarType):
             t, weak = T.promote(then_value.type, weak_then, else_value.type, weak_else)

@@ -13,6 +13,7 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.errors import CompileError
+from kdsl.frontend import random_draws
 from kdsl.frontend.analysis import assigned_names
 from kdsl.frontend.annotations import annotation_of
 from kdsl.frontend.captures import capture_for, free_array_names
@@ -79,12 +80,19 @@ class FunctionLowering(StatementLowering):
         )
 
     def bind_captures(self, hidden: list[VariableType]) -> None:
-        """The hidden parameters of the kernel's captured arrays, bound to the free names
-        of this function that refer to them."""
+        """The hidden parameters: the kernel's captured arrays, bound to the free names of
+        this function that refer to them, then (in a kernel that draws random numbers) the
+        random stream's key and call number."""
         captures = self.context.captures
-        assert len(hidden) == len(captures), "one hidden parameter per captured array"
+        stream = hidden[len(captures):]
+        assert len(stream) == (random_draws.STREAM_PARAMETERS if self.is_kernel and
+                               self.context.uses_random else 0), "hidden parameters"
         self.capture_values = [Value(vt.type, c.name) for c, vt in zip(captures, hidden)]
         self.body.args.extend(self.capture_values)
+        if stream:
+            stream_values = [Value(vt.type, "") for vt in stream]
+            self.body.args.extend(stream_values)
+            random_draws.bind_stream(self, stream_values)
         index = {c.identity: k for k, c in enumerate(captures)}
         for name, _ in free_array_names(self.source):
             k = index.get(capture_for(self.source, name).identity)
@@ -217,8 +225,11 @@ def lower_kernel(
 ) -> tuple[Function, CompileContext, list[VariableType]]:
     source = read_function(fn)
     context = CompileContext(debug=debug)
-    context.captures = scan_dependencies(fn).arrays
-    context.capture_types = params[len(params) - len(context.captures):]
+    deps = scan_dependencies(fn)
+    context.captures = deps.arrays
+    context.uses_random = deps.uses_random
+    stream = random_draws.STREAM_PARAMETERS if deps.uses_random else 0
+    context.capture_types = params[len(params) - stream - len(context.captures):len(params) - stream]
     function, results = lower_function(source, params, context, True, source.name)
     return function, context, results
 

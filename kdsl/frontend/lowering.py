@@ -41,6 +41,7 @@ class CompileContext:
     constants: dict[str, Any] = field(default_factory=dict)
     captures: list[Any] = field(default_factory=list)  # ArrayCapture, hidden parameters
     capture_types: list[VariableType] = field(default_factory=list)
+    uses_random: bool = False  # the kernel draws random numbers: it takes their stream
 
 
 class RebuildNeeded(Exception):

@@ -17,6 +17,7 @@ import numpy as np
 
 from kdsl import builtins as kb
 from kdsl import types as T
+from kdsl.frontend import random_draws
 from kdsl.frontend.analysis import (
     assigned_names,
     first_jump,
@@ -391,6 +392,7 @@ class StatementLowering(StaticLoopLowering):
             elif name not in self.env and self.loaded_counts[name] > inside[name]:
                 names.append(name)
         names += [n for n in extra if isinstance(self.env.get(n), Value) and n not in names]
+        names += [n for n in random_draws.CARRIED if n in self.env and n not in names]
         if returns:
             names += [n for n in self.env if n.startswith("$result") or n == RETURN_FLAG]
         return names
@@ -625,6 +627,7 @@ class StatementLowering(StaticLoopLowering):
         names = list(reductions)
         inits = self.loop_initial_values(names)
         weak = [self.is_weak(v) for v in inits]
+        random_loop = random_draws.begin_parallel(self)
         ivs = [Value(T.i64, n) for n in target_names]
         body_block = Block(ivs + [Value(v.type, n) for v, n in zip(inits, names)])
         outer = dict(self.env)
@@ -636,6 +639,7 @@ class StatementLowering(StaticLoopLowering):
         with self.builder.at(body_block):
             for name, iv, start, step in zip(target_names, ivs, space.starts, space.steps):
                 self.assign(name, self.induction_value(iv, start, step), node)
+            random_draws.enter_iteration(self, ivs, extents, random_loop)
             self.loop_body(node.body, frame)
             self.builder.create("yield", [
                 self.carry(n, self.env[n], v, node)
@@ -648,6 +652,7 @@ class StatementLowering(StaticLoopLowering):
             [body_block], [v.type for v in inits],
         )
         self._finish_loop(outer, names, op.results, weak)
+        random_draws.end_parallel(self, random_loop)
 
     def _is_array(self, name: str) -> bool:
         v = self.env.get(name)

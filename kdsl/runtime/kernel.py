@@ -13,10 +13,10 @@ from kdsl.runtime.arguments import Parameter, argument_key, parameter_for
 from kdsl.runtime.options import BuildOptions
 
 if TYPE_CHECKING:  # the compiler is imported on first use: import kdsl stays light
-    from kdsl.frontend.captures import ArrayCapture
     from kdsl.frontend.dependencies import Dependencies
     from kdsl.runtime.compiler import CompiledKernel
     from kdsl.runtime.cuda.compiled import CudaCompiledKernel
+    from kdsl.runtime.hidden_arguments import HiddenArguments
 
 
 def _debug_default() -> bool:
@@ -61,7 +61,7 @@ class Kernel:
         self._lock = threading.Lock()
         self._annotations: list[Any] | None = None
         self._names: list[str] | None = None
-        self._captured: list[ArrayCapture] | None = None
+        self._hidden: HiddenArguments | None = None
         self._code_read: Any = fn.__code__  # what the three above were found for
 
     def __repr__(self) -> str:
@@ -71,12 +71,10 @@ class Kernel:
 
     def __call__(self, *args: Any) -> Any:
         self._forget_if_recoded()
-        captured = self._captured
-        if captured is None:
-            captured = self._find_captured()
-        if captured:  # arrays read from globals and closures: hidden arguments
+        hidden = self._hidden if self._hidden is not None else self._find_hidden()
+        if hidden:  # captured arrays and the random stream: hidden arguments
             self._check_count(args)
-            args = (*args, *self._read_captured(captured))
+            args = (*args, *hidden.read(self.__name__))
         try:
             key = tuple(map(argument_key, args))
             compiled = self._specialisations.get(key)
@@ -89,31 +87,18 @@ class Kernel:
     def _forget_if_recoded(self) -> None:
         """After an in-place code swap (IPython's autoreload), reads the source again."""
         if self.py_function.__code__ is not self._code_read:
-            self._annotations = self._names = self._captured = None
+            self._annotations = self._names = self._hidden = None
             self._code_read = self.py_function.__code__
 
-    def _find_captured(self) -> list[ArrayCapture]:
-        """The arrays the kernel and its funcs read from globals and closures."""
+    def _find_hidden(self) -> HiddenArguments:
+        """The arrays the kernel and its funcs read from globals and closures, and whether
+        it draws random numbers."""
         from kdsl.frontend.dependencies import scan_dependencies
+        from kdsl.runtime.hidden_arguments import HiddenArguments
 
-        self._captured = scan_dependencies(self.py_function).arrays
-        return self._captured
-
-    def _read_captured(self, captured: list[ArrayCapture]) -> list[Any]:
-        values = []
-        for c in captured:
-            try:
-                values.append(c.read())
-            except (KeyError, ValueError):
-                raise NameError(f"kernel {self.__name__} reads the array '{c.name}' (in "
-                                f"{c.owner}), which is no longer defined") from None
-        return values
-
-    def _with_captured(self, args: tuple) -> tuple:
-        """The user's arguments followed by the captured arrays, read now."""
-        self._check_count(args)
-        captured = self._captured if self._captured is not None else self._find_captured()
-        return (*args, *self._read_captured(captured))
+        deps = scan_dependencies(self.py_function)
+        self._hidden = HiddenArguments(tuple(deps.arrays), deps.uses_random)
+        return self._hidden
 
     def python(self, *args: Any) -> Any:
         """Runs the kernel's own function as plain Python: the reference semantics."""
@@ -121,16 +106,20 @@ class Kernel:
 
         return run_as_python(self, args)
 
+    def uses_random(self) -> bool:
+        return (self._hidden if self._hidden is not None else self._find_hidden()).random
+
     def parameters(self, args: tuple) -> list[Parameter]:
-        """The parameters of the user's arguments ``args`` (the captured arrays, read now,
-        are added) or of those followed by the captured arrays (as the call passes them)."""
+        """The parameters of the user's arguments ``args`` (the hidden ones are added, with
+        no call number drawn) or of those followed by the hidden ones (as a call passes
+        them)."""
         names, annotations = self._parameter_names()
-        captured = self._captured if self._captured is not None else self._find_captured()
-        if captured and len(args) == len(names):
-            args = self._with_captured(args)
-        self._check_count(args[:len(args) - len(captured)])
-        names = names + [c.name for c in captured]
-        annotations = annotations + [None] * len(captured)
+        hidden = self._hidden if self._hidden is not None else self._find_hidden()
+        if hidden and len(args) == len(names):
+            args = (*args, *hidden.read(self.__name__, new_call=False))
+        self._check_count(args[:len(args) - len(hidden)])
+        names = names + hidden.names
+        annotations = annotations + [None] * len(hidden)
         return [parameter_for(n, ann, a) for n, ann, a in zip(names, annotations, args)]
 
     def _parameter_names(self) -> tuple[list[str], list[Any]]:

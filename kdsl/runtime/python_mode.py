@@ -102,4 +102,8 @@ def run_as_python(kernel: Any, args: tuple) -> Any:
         elif isinstance(p.type, T.ScalarType) and not p.weak:
             a = p.type.numpy_dtype.type(a)
         wrapped.append(a)
+    if kernel.uses_random():
+        from kdsl.random_numbers import run_with_stream
+
+        return run_with_stream(kernel.py_function.__code__, kernel.py_function, *wrapped)
     return kernel.py_function(*wrapped)
