@@ -33,7 +33,7 @@ from kdsl.codegen.llvm_types import (
 )
 from kdsl.codegen.parallel import ParallelLoops
 from kdsl.codegen.runtime_hooks import RuntimeHooks
-from kdsl.codegen.scalar_ops import ScalarEmitter
+from kdsl.codegen.scalar_ops import ScalarEmitter, range_length
 from kdsl.codegen.views import ArrayViews
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.ops import COMPARISONS, Trait, lookup
@@ -542,8 +542,22 @@ class KernelEmitter(ParallelLoops, ArrayViews):
     def emit_for(self, op: Operation) -> list[Repr]:
         start, stop, step, *inits = (self.values[v] for v in op.operands)
         body = op.regions[0]
-        return self._counted_loop(start, stop, step, inits, [r.type for r in op.results],
-                                  lambda iv, carried: self._run_body(body, [iv, *carried]))
+        types = [r.type for r in op.results]
+        if isinstance(step, ir.Constant) and step.constant == 1:  # iv + 1 <= stop: no overflow
+            return self._counted_loop(start, stop, step, inits, types,
+                                      lambda iv, carried: self._run_body(body, [iv, *carried]))
+        # a larger step could carry the induction variable past INT64_MAX: count instead
+        count = range_length(self.b, start, stop, step)
+
+        def run(counter: ir.Value, carried: list[Repr]) -> list[Repr]:
+            return self._run_body(body, [self.b.add(start, self.b.mul(counter, step)), *carried])
+
+        return self._counted_loop(ir.Constant(i64, 0), count, ir.Constant(i64, 1), inits, types,
+                                  run)
+
+    def emit_range_length(self, op: Operation) -> list[Repr]:
+        start, stop, step = (self.values[v] for v in op.operands)
+        return [range_length(self.b, start, stop, step)]
 
     def _run_body(self, body: Block, args: list[Repr]) -> list[Repr]:
         for a, v in zip(body.args, args):

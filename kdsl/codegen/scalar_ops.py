@@ -18,6 +18,22 @@ _LIBM = {"tan": ("tanf", "tan"), "tanh": ("tanhf", "tanh"), "atan2": ("atan2f", 
 _ICMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
+def range_length(bl: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Value) -> ir.Value:
+    """``len(range(start, stop, step))`` of i64 values (step != 0), without overflow at
+    extreme bounds: the span and the step's magnitude are divided as unsigned numbers;
+    a length over 2**63 - 1 saturates there."""
+    t = start.type
+    zero, one, largest = ir.Constant(t, 0), ir.Constant(t, 1), ir.Constant(t, 2**63 - 1)
+    forward = bl.icmp_signed(">", step, zero)
+    low, high = bl.select(forward, start, stop), bl.select(forward, stop, start)
+    nonempty = bl.icmp_signed("<", low, high)
+    magnitude = bl.select(forward, step, bl.neg(step))  # -INT64_MIN is 2**63 unsigned
+    last = bl.udiv(bl.sub(bl.sub(high, low), one), magnitude)  # the last index
+    saturated = bl.icmp_unsigned(">=", last, largest)
+    length = bl.select(saturated, largest, bl.add(last, one))
+    return bl.select(nonempty, length, zero)
+
+
 class ScalarEmitter:
     """Emits one scalar op at the builder's position."""
 

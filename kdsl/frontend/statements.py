@@ -525,20 +525,13 @@ class StatementLowering(StaticLoopLowering):
         one = self.constant(1)
         return IterationSpace(True, tuple(starts), tuple(stops), (one,) * len(stops))
 
-    def trip_count(self, start: Value, stop: Value, step: Value) -> Value:
-        """``len(range(start, stop, step))``, for any sign of step."""
-        step_value = self._defining_constant(step)
-        if step_value == 1:
-            count = self.op("sub", stop, start)
-        else:
-            if isinstance(step_value, int):
-                adjust = self.constant(step_value - (1 if step_value > 0 else -1))
-            else:
-                positive = self.op("gt", step, self.constant(0))
-                one = self.constant(1)
-                adjust = self.op("sub", step, self.op("select", positive, one, self.op("neg", one)))
-            count = self.op("floordiv", self.op("add", self.op("sub", stop, start), adjust), step)
-        return self.op("max", count, self.constant(0))
+    def trip_count(self, start: Value, stop: Value, step: Value, node: ast.AST) -> Value:
+        """``len(range(start, stop, step))``, for any sign of step and any bounds; a step
+        that is zero at run time raises Python's ValueError."""
+        if not isinstance(self._defining_constant(step), int):
+            self.builder.create("raise_value_error", [self.op("ne", step, self.constant(0)), step],
+                                {"what": "range() arg 3 must not be zero"})
+        return self.op("range_length", start, stop, step)
 
     def induction_value(self, counter: Value, start: Value, step: Value) -> Value:
         step_value = self._defining_constant(step)
@@ -562,7 +555,7 @@ class StatementLowering(StaticLoopLowering):
         if not (brk or returns) and simple_step:
             self.counted_loop(node, target, start, stop, step, frame)
             return
-        count = self.trip_count(start, stop, step)
+        count = self.trip_count(start, stop, step, node.iter)
         counter_name = f"$counter{depth}"
         self.env[counter_name] = self.constant(0)
         if frame.break_flag:
@@ -620,7 +613,7 @@ class StatementLowering(StaticLoopLowering):
         target_names = [t.id for t in targets]  # type: ignore[attr-defined]
         reductions = self.find_reductions(node, target_names)
         extents = [
-            self.trip_count(a, b, c) if not (self._defining_constant(a) == 0 and self._defining_constant(c) == 1)
+            self.trip_count(a, b, c, node.iter) if not (self._defining_constant(a) == 0 and self._defining_constant(c) == 1)
             else self.op("max", b, self.constant(0))
             for a, b, c in zip(space.starts, space.stops, space.steps)
         ]

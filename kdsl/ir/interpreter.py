@@ -60,6 +60,15 @@ def _int_power(a: Any, b: Any) -> Any:
     return np.power(a, b)
 
 
+def range_length(start: int, stop: int, step: int) -> int:
+    """``len(range(start, stop, step))``, saturated at 2**63 - 1 (0 for a zero step, which
+    the program reported before)."""
+    if step == 0:
+        return 0
+    length = (stop - start + step - (1 if step > 0 else -1)) // step
+    return min(max(length, 0), 2**63 - 1)
+
+
 _ELEMENTWISE: dict[str, Callable[..., Any]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
     "floordiv": _floordiv, "mod": _mod, "pow": _int_power, "min": _min, "max": _max,
@@ -72,6 +81,7 @@ _ELEMENTWISE: dict[str, Callable[..., Any]] = {
     "gt": np.greater, "ge": np.greater_equal,
     "select": lambda c, a, b: a if c else b,
     "wrap_index": lambda index, size: index + size if index < 0 else index,
+    "range_length": lambda start, stop, step: range_length(int(start), int(stop), int(step)),
 }
 
 

@@ -382,6 +382,19 @@ register(OpDef("raise_value_error", Trait.SIDE_EFFECT, _none,
 register(OpDef("raise_shape_error", Trait.SIDE_EFFECT, _none,
                doc="operands ok, size, other size; attrs axis, what"))
 
+
+
+def _fold_range_length(values: Sequence[Any], attrs: dict, result_type: Any) -> Any:
+    start, stop, step = (int(v) for v in values)
+    if step == 0:
+        return None  # a ValueError, raised at run time
+    return min(max((stop - start + step - (1 if step > 0 else -1)) // step, 0), 2**63 - 1)
+
+
+register(OpDef("range_length", PURE, lambda ts, a: [T.i64], _fold_range_length,
+               doc="len(range(start, stop, step)) of i64 operands, without overflow at "
+                   "extreme bounds (at most 2**63 - 1); step != 0"))
+
 # Structured control flow.
 register(OpDef(
     "for", Trait.NONE, _loop_carried(lambda a: 3), num_regions=1,
