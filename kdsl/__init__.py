@@ -1,23 +1,20 @@
 """kdsl: Python kernels compiled through a typed SSA IR to parallel native code."""
 
+from kdsl.builtins import MATH as _MATH
 from kdsl.builtins import (
     abs,
-    atan2,
     atomic_add,
     atomic_max,
     atomic_min,
     atomic_sub,
     ceil,
     clamp,
-    cos,
     cross,
     determinant,
     dot,
-    exp,
     floor,
     inverse,
     length,
-    log,
     max,
     mean,
     min,
@@ -26,13 +23,9 @@ from kdsl.builtins import (
     outer,
     pow,
     prange,
-    sin,
-    sqrt,
     static,
     stop_gradient,
     sum,
-    tan,
-    tanh,
     trace,
     transpose,
     where,
@@ -85,13 +78,15 @@ from kdsl.types import (
 
 __version__ = "0.1.0"
 
+globals().update(_MATH)  # kd.sqrt, kd.erf, ...: kdsl/ir/math_builtins.py
+
 __all__ = [
-    "Array", "CompileError", "CudaArray", "CudaError", "DeviceArray", "Func", "Kernel", "abs", "array", "atan2",
-    "atomic_add", "atomic_max", "atomic_min", "atomic_sub", "bool_", "ceil", "clamp", "cos",
-    "cross", "determinant", "dot", "empty", "exp", "f32", "f64", "floor", "from_dlpack", "full", "func", "get_num_threads",
-    "i8", "i16", "i32", "i64", "inverse", "ivec2", "ivec3", "ivec4", "kernel", "length", "log", "mat22",
+    "Array", "CompileError", "CudaArray", "CudaError", "DeviceArray", "Func", "Kernel", "abs", "array",
+    "atomic_add", "atomic_max", "atomic_min", "atomic_sub", "bool_", "ceil", "clamp",
+    "cross", "determinant", "dot", "empty", "f32", "f64", "floor", "from_dlpack", "full", "func", "get_num_threads",
+    "i8", "i16", "i32", "i64", "inverse", "ivec2", "ivec3", "ivec4", "kernel", "length", "mat22",
     "mat33", "mat33d", "mat44", "max", "mean", "min", "ndrange", "normalize", "ones", "outer", "pow", "prange", "randint", "randn", "random",
-    "seed", "set_num_threads", "sin", "synchronize", "sqrt", "static", "sum", "tan", "tanh", "trace", "transpose", "u8", "u16", "u32", "u64",
-    "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros", "zeros_like",
+    "seed", "set_num_threads", "synchronize", "static", "sum", "trace", "transpose", "u8", "u16", "u32", "u64",
+    "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros", "zeros_like", *_MATH,
 ]
 __all__ += ["check_grad", "grad", "stop_gradient", "value_and_grad"]

@@ -8,13 +8,14 @@ objects to IR ops (kdsl/frontend/calls.py); it never calls them.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from kdsl import small_matrices
 from kdsl import types as T
+from kdsl.ir.math_builtins import MATH_FUNCTIONS, MathFunction
 from kdsl.random_numbers import parallel_iterations
 
 
@@ -206,32 +207,26 @@ def ndrange(*extents: Any) -> Iterable[Any]:
 # --- math -----------------------------------------------------------------------------
 
 
-def sqrt(x: Any) -> Any:
-    return np.sqrt(x)
+def _math_builtin(fn: MathFunction) -> Callable[..., Any]:
+    """``kd.<name>``: the table's reference, keeping vectors and matrices as such."""
+
+    def call(*args: Any) -> Any:
+        if len(args) != fn.arity:
+            raise TypeError(f"{fn.name}() takes {fn.arity} argument{'s' if fn.arity > 1 else ''}, "
+                            f"got {len(args)}")
+        result = fn.reference(*args)
+        if any(isinstance(a, (Vector, Matrix)) for a in args):
+            return _wrap_by_rank(np.asarray(result))
+        return result
+
+    call.__name__ = call.__qualname__ = fn.name
+    call.__doc__ = fn.doc or f"NumPy's {fn.name}, elementwise."
+    return call
 
 
-def sin(x: Any) -> Any:
-    return np.sin(x)
-
-
-def cos(x: Any) -> Any:
-    return np.cos(x)
-
-
-def tan(x: Any) -> Any:
-    return np.tan(x)
-
-
-def exp(x: Any) -> Any:
-    return np.exp(x)
-
-
-def log(x: Any) -> Any:
-    return np.log(x)
-
-
-def tanh(x: Any) -> Any:
-    return np.tanh(x)
+# kd.sqrt, kd.erf, ...: one per entry of the math table
+MATH = {name: _math_builtin(fn) for name, fn in MATH_FUNCTIONS.items()}
+globals().update(MATH)
 
 
 def floor(x: Any) -> Any:
@@ -244,10 +239,6 @@ def ceil(x: Any) -> Any:
 
 def pow(x: Any, y: Any) -> Any:  # noqa: A001
     return x**y
-
-
-def atan2(y: Any, x: Any) -> Any:
-    return np.arctan2(y, x)
 
 
 def abs(x: Any) -> Any:  # noqa: A001

@@ -11,10 +11,14 @@ from llvmlite import ir
 from kdsl import types as T
 from kdsl.codegen.llvm_types import scalar_type
 from kdsl.codegen.scalar_ops import ScalarEmitter
+from kdsl.ir.math_builtins import MATH_FUNCTIONS
 
-_LLVM_MATH = re.compile(r"llvm\.(sqrt|sin|cos|exp|log|floor|ceil|fabs|copysign|pow)\.(f32|f64)$")
-_LIBM = {"tanf": "__nv_tanf", "tan": "__nv_tan", "tanhf": "__nv_tanhf", "tanh": "__nv_tanh",
-         "atan2f": "__nv_atan2f", "atan2": "__nv_atan2", "powf": "__nv_powf", "pow": "__nv_pow"}
+_LLVM_MATH = re.compile(r"llvm\.(\w+)\.(f32|f64)$")  # llvm.sqrt.f32, not llvm.nvvm.*
+# the C library's functions the CPU code calls, by the libdevice function that replaces them
+_LIBM = {
+    fn.cpu_symbol(single): fn.libdevice_symbol(single)
+    for fn in MATH_FUNCTIONS.values() if fn.libm is not None for single in (True, False)
+}
 
 
 def libdevice_name(name: str) -> str:
@@ -23,7 +27,7 @@ def libdevice_name(name: str) -> str:
     if match:
         base, width = match.groups()
         return f"__nv_{base}f" if width == "f32" else f"__nv_{base}"
-    return _LIBM.get(name, name)
+    return _LIBM.get(name) or name
 
 
 class DeviceScalarEmitter(ScalarEmitter):

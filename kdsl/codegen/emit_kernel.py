@@ -242,8 +242,8 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         t = op.result.type
         operands = [self.values[v] for v in op.operands]
         scalar_t = T.element_scalar(op.operands[0].type if op.operands else t)
-        if isinstance(t, T.ScalarType):
-            return self.scalar.emit(op.name, t, operands, op.attrs)
+        if isinstance(t, T.ScalarType):  # the operands' type: isnan's result is a bool
+            return self.scalar.emit(op.name, scalar_t, operands, op.attrs)
         return [
             self.scalar.emit(op.name, scalar_t, [o[k] for o in operands], op.attrs)
             for k in range(t.count)

@@ -4,6 +4,7 @@ gives 0 rather than trapping)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -11,10 +12,8 @@ from llvmlite import ir
 
 from kdsl import types as T
 from kdsl.codegen.llvm_types import f32, f64, i1, scalar_type
+from kdsl.ir.math_builtins import MATH_FUNCTIONS, MathFunction
 
-_INTRINSIC_MATH = {"sqrt", "sin", "cos", "exp", "log", "floor", "ceil"}
-_LIBM = {"tan": ("tanf", "tan"), "tanh": ("tanhf", "tanh"), "atan2": ("atan2f", "atan2"),
-         "pow": ("powf", "pow")}
 _ICMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
@@ -68,8 +67,20 @@ class ScalarEmitter:
     # --- dispatch -----------------------------------------------------------------------
 
     def emit(self, name: str, t: T.ScalarType, operands: list[ir.Value], attrs: dict) -> ir.Value:
-        method: Callable[..., ir.Value] = getattr(self, f"op_{name}")
+        method: Callable[..., ir.Value] | None = getattr(self, f"op_{name}", None)
+        if method is None:
+            return self.math_call(MATH_FUNCTIONS[name], t, operands)
         return method(t, *operands)
+
+    def math_call(self, fn: MathFunction, t: T.ScalarType, operands: list[ir.Value]) -> ir.Value:
+        """A math builtin lowered to a call of its intrinsic or C library function."""
+        symbol = fn.cpu_symbol(t == T.f32)
+        assert symbol is not None and t.is_float, (fn.name, t)
+        lt = scalar_type(t)
+        callee = self.function(symbol, lt, [lt] * len(operands))
+        if fn.intrinsic is not None:
+            return self.builder.call(callee, operands, fastmath=self.fastmath)
+        return self.builder.call(callee, operands)
 
     # --- arithmetic ------------------------------------------------------------------
 
@@ -210,15 +221,6 @@ class ScalarEmitter:
             return self.builder.icmp_signed("<", a, b)
         return self.builder.icmp_unsigned("<", a, b)
 
-    def op_atan2(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
-        return self._libm("atan2", t, a, b)
-
-    def _libm(self, name: str, t: T.ScalarType, *args: ir.Value) -> ir.Value:
-        single, double = _LIBM[name]
-        lt = scalar_type(t)
-        fn = self.function(single if t == T.f32 else double, lt, [lt] * len(args))
-        return self.builder.call(fn, list(args))
-
     def op_bit_and(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
         return self.builder.and_(a, b)
 
@@ -262,37 +264,43 @@ class ScalarEmitter:
         negative = self.builder.icmp_signed("<", a, ir.Constant(a.type, 0))
         return self.builder.select(negative, self.builder.neg(a), a)
 
-    def _math(self, name: str, t: T.ScalarType, a: ir.Value) -> ir.Value:
-        if name in _INTRINSIC_MATH:
-            return self.builder.call(self.intrinsic(name, a.type), [a], fastmath=self.fastmath)
-        return self._libm(name, t, a)
-
-    def op_sqrt(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
-        return self._math("sqrt", t, a)
-
-    def op_sin(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
-        return self._math("sin", t, a)
-
-    def op_cos(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
-        return self._math("cos", t, a)
-
-    def op_tan(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
-        return self._libm("tan", t, a)
-
-    def op_tanh(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
-        return self._libm("tanh", t, a)
-
-    def op_exp(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
-        return self._math("exp", t, a)
-
-    def op_log(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
-        return self._math("log", t, a)
-
     def op_floor(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
-        return a if not t.is_float else self._math("floor", t, a)
+        if not t.is_float:
+            return a
+        return self.builder.call(self.intrinsic("floor", a.type), [a], fastmath=self.fastmath)
 
     def op_ceil(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
-        return a if not t.is_float else self._math("ceil", t, a)
+        if not t.is_float:
+            return a
+        return self.builder.call(self.intrinsic("ceil", a.type), [a], fastmath=self.fastmath)
+
+    # --- math builtins expanded into IR (the others are calls: see math_call) ----------
+
+    def op_sign(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        """-1, 0 or 1 (NumPy's np.sign: -0.0 gives 0.0, NaN gives NaN)."""
+        bl = self.builder
+        zero = self.const(t, 0)
+        result = bl.select(self.compare("eq", t, a, zero), zero, a)  # NaN stays NaN
+        if t.is_signed or t.is_float:
+            result = bl.select(self.compare("lt", t, a, zero), self.const(t, -1), result)
+        return bl.select(self.compare("gt", t, a, zero), self.const(t, 1), result)
+
+    def op_isnan(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        if not t.is_float:
+            return ir.Constant(i1, 0)
+        return self.builder.fcmp_unordered("uno", a, a)
+
+    def op_isinf(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        if not t.is_float:
+            return ir.Constant(i1, 0)
+        magnitude = self.builder.call(self.intrinsic("fabs", a.type), [a])
+        return self.builder.fcmp_ordered("==", magnitude, ir.Constant(a.type, math.inf))
+
+    def op_isfinite(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
+        if not t.is_float:
+            return ir.Constant(i1, 1)
+        magnitude = self.builder.call(self.intrinsic("fabs", a.type), [a])
+        return self.builder.fcmp_ordered("<", magnitude, ir.Constant(a.type, math.inf))
 
     def op_logical_not(self, t: T.ScalarType, a: ir.Value) -> ir.Value:
         return self.builder.xor(a, ir.Constant(i1, 1))

@@ -13,9 +13,11 @@ import numpy as np
 
 from kdsl import builtins as kb
 from kdsl import types as T
+from kdsl.frontend.math_calls import math_call
 from kdsl.frontend.tensors import is_array, reduction_arguments
 from kdsl.frontend.values import Static, TupleValue, VectorMethod
 from kdsl.ir.core import Value
+from kdsl.ir.math_builtins import MATH_FUNCTIONS, math_module_function, numpy_functions
 from kdsl.runtime import arrays
 
 if TYPE_CHECKING:
@@ -44,9 +46,9 @@ def _values(lo: FunctionLowering, node: ast.Call, args: list) -> list[Value]:
 
 
 def _unary_math(op_name: str, python_result: bool = False) -> Handler:
-    """A math function. ``python_result``: it returns a Python number for a Python number
-    (``math.sqrt``, builtin ``abs``), so the result stays weak; NumPy's and kdsl's return
-    NumPy scalars (strong)."""
+    """abs, floor and ceil, which keep an integer's type. ``python_result``: it returns a
+    Python number for a Python number (builtin ``abs``), so the result stays weak;
+    NumPy's and kdsl's return NumPy scalars (strong)."""
 
     def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         _arity(lo, node, args, 1, op_name)
@@ -54,35 +56,29 @@ def _unary_math(op_name: str, python_result: bool = False) -> Handler:
         if is_array(v):
             return lo.tensor_unary(op_name, v, node)
         weak = lo.is_weak(v) and python_result
-        scalar = T.element_scalar(v.type)
-        if not scalar.is_float and op_name != "abs":
-            v = lo.coerce(v, T.with_element_scalar(v.type, T.f64), node)
         result = lo.op(op_name, v, node=node)
         return lo.mark_weak(result, weak) if weak else lo.strong(result)
 
     return handler
 
 
-def _python_math(op_name: str) -> Handler:
-    """``math.sqrt`` and friends: the argument as a float64, the result a Python float."""
-
-    def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-        _arity(lo, node, args, 1, op_name)
-        (v,) = _values(lo, node, args)
-        if not isinstance(v.type, T.ScalarType):
-            lo.error(f"math.{op_name}() needs a scalar, got {v.type}", node)
-        return lo.mark_weak(lo.strong(lo.op(op_name, lo.coerce(v, T.f64, node), node=node)))
-
-    return handler
-
-
-for _name in ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh", "floor", "ceil"):
+for _name in ("floor", "ceil"):
     builtin(getattr(kb, _name), getattr(np, _name))(_unary_math(_name))
-for _name in ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh"):
-    builtin(getattr(math, _name))(_python_math(_name))
+for _fn in MATH_FUNCTIONS.values():
+    builtin(kb.MATH[_fn.name], *numpy_functions(_fn))(math_call(_fn))
+    if math_module_function(_fn) is not None:
+        builtin(math_module_function(_fn))(math_call(_fn, python_result=True))
 builtin(kb.abs, np.abs, np.absolute)(_unary_math("abs"))
 builtin(py.abs)(_unary_math("abs", python_result=True))
-builtin(math.fabs)(_python_math("abs"))
+
+
+@builtin(math.fabs)
+def _fabs(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 1, "math.fabs")
+    (v,) = _values(lo, node, args)
+    if not isinstance(v.type, T.ScalarType):
+        lo.error(f"math.fabs() needs a scalar, got {v.type}", node)
+    return lo.mark_weak(lo.strong(lo.op("abs", lo.coerce(v, T.f64, node), node=node)))
 
 
 @builtin(math.floor, math.ceil, math.trunc)
@@ -140,22 +136,6 @@ def _pow(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _arity(lo, node, args, 2, "pow")
     a, b = _values(lo, node, args)
     return lo.binary("pow", a, b, node)
-
-
-@builtin(kb.atan2, np.arctan2, math.atan2)
-def _atan2(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-    _arity(lo, node, args, 2, "atan2")
-    a, b = _values(lo, node, args)
-    if is_array(a) or is_array(b):
-        common = lo._common_element([a, b], node)
-        if not T.element_scalar(common).is_float:
-            common = T.with_element_scalar(common, T.f64)
-        return lo.tensor_map("atan2", [a, b], common, common, node)
-    if not T.element_scalar(a.type).is_float and not T.element_scalar(b.type).is_float:
-        a = lo.mark_weak(lo.coerce(a, T.f64, node), lo.is_weak(a))
-    result = lo.binary("atan2", a, b, node)
-    fn = lo.expr(node.func)
-    return lo.mark_weak(lo.strong(result)) if fn.obj is math.atan2 else lo.strong(result)
 
 
 @builtin(kb.clamp)

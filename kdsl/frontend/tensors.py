@@ -77,11 +77,6 @@ class TensorLowering(LoweringBase):
 
     def tensor_unary(self, fn: str, v: Value, node: ast.AST) -> Value:
         element = v.type.dtype
-        # NumPy 2 keeps an integer array's dtype for floor and ceil
-        if fn in ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh") and not (
-            T.element_scalar(element).is_float
-        ):
-            element = T.with_element_scalar(element, T.f64)
         if fn == "logical_not":
             element = T.bool_
         return self.tensor_map(fn, [v], element, element, node)

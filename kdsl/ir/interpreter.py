@@ -12,6 +12,7 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.ir.core import Block, Function, Module, Operation, Value
+from kdsl.ir.math_builtins import MATH_FUNCTIONS
 
 
 class InterpreterError(Exception):
@@ -72,16 +73,16 @@ def range_length(start: int, stop: int, step: int) -> int:
 _ELEMENTWISE: dict[str, Callable[..., Any]] = {
     "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide,
     "floordiv": _floordiv, "mod": _mod, "pow": _int_power, "min": _min, "max": _max,
-    "atan2": np.arctan2, "bit_and": np.bitwise_and, "bit_or": np.bitwise_or,
+    "bit_and": np.bitwise_and, "bit_or": np.bitwise_or,
     "bit_xor": np.bitwise_xor, "shl": np.left_shift, "shr": np.right_shift,
-    "neg": np.negative, "abs": np.abs, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
-    "tan": np.tan, "exp": np.exp, "log": np.log, "tanh": np.tanh, "floor": np.floor,
-    "ceil": np.ceil, "logical_not": np.logical_not, "bit_not": np.invert,
+    "neg": np.negative, "abs": np.abs, "floor": np.floor, "ceil": np.ceil,
+    "logical_not": np.logical_not, "bit_not": np.invert,
     "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
     "gt": np.greater, "ge": np.greater_equal,
     "select": lambda c, a, b: a if c else b,
     "wrap_index": lambda index, size: index + size if index < 0 else index,
     "range_length": lambda start, stop, step: range_length(int(start), int(stop), int(step)),
+    **{fn.name: fn.reference for fn in MATH_FUNCTIONS.values()},
 }
 
 

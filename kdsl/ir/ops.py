@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from kdsl import types as T
+from kdsl.ir.math_builtins import MATH_FUNCTIONS, Result
 
 
 class Trait(enum.Flag):
@@ -122,6 +123,11 @@ def _to_bool(types: Sequence[Any], attrs: dict) -> list:
     if not isinstance(types[0], T.ScalarType):
         raise OpTypeError(f"comparison needs scalars, got {types[0]}")
     return [T.bool_]
+
+
+def _to_bool_elementwise(types: Sequence[Any], attrs: dict) -> list:
+    (t,) = _same_as_operands(types, attrs)
+    return [T.with_element_scalar(t, T.bool_)]
 
 
 def _from_attr(key: str) -> TypeRule:
@@ -282,7 +288,6 @@ _BINARY: dict[str, tuple[Trait, Callable[..., Any]]] = {
     "pow": (EW, lambda a, b: a**b),
     "min": (COMM, np.minimum),
     "max": (COMM, np.maximum),
-    "atan2": (EW, np.arctan2),
     "bit_and": (COMM, lambda a, b: a & b),
     "bit_or": (COMM, lambda a, b: a | b),
     "bit_xor": (COMM, lambda a, b: a ^ b),
@@ -306,13 +311,18 @@ for _name, _fn in _COMPARE.items():
     ))
 
 _UNARY: dict[str, Callable[..., Any]] = {
-    "neg": lambda a: -a, "abs": np.abs, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos,
-    "tan": np.tan, "exp": np.exp, "log": np.log, "tanh": np.tanh, "floor": np.floor,
-    "ceil": np.ceil, "logical_not": np.logical_not, "bit_not": np.invert,
+    "neg": lambda a: -a, "abs": np.abs, "floor": np.floor, "ceil": np.ceil,
+    "logical_not": np.logical_not, "bit_not": np.invert,
 }
-UNARY_MATH = ("sqrt", "sin", "cos", "tan", "exp", "log", "tanh", "floor", "ceil")
 for _name, _fn in _UNARY.items():
     register(OpDef(_name, EW, _same_as_operands, _fold_numpy(_fn)))
+
+# The math builtins (sqrt, erf, isnan, ...), declared in kdsl/ir/math_builtins.py.
+for _math in MATH_FUNCTIONS.values():
+    register(OpDef(
+        _math.name, EW, _to_bool_elementwise if _math.result is Result.BOOL else _same_as_operands,
+        _fold_numpy(_math.reference), doc=_math.doc,
+    ))
 
 register(OpDef("select", EW, _select, doc="select %cond, %a, %b"))
 register(OpDef("cast", EW, _from_attr("type"), _fold_cast, memory=(Memory.ALIAS,),
