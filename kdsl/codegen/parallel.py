@@ -181,11 +181,16 @@ class ParallelLoops:
         return self.scalar.op_min(T.i32, at_least_one, ir.Constant(i32, MAX_THREADS))
 
     def _private_copies(self, targets: list[Value], extents: list[ir.Value],
-                        nthreads: ir.Value) -> list[tuple[ir.Value, ir.Value]]:
-        """(buffer, element count) per scatter target; the buffer is null when not worth it."""
+                        nthreads: ir.Value,
+                        many_updates: bool = False) -> list[tuple[ir.Value, ir.Value]]:
+        """(buffer, element count) per scatter target; the buffer is null when not worth it.
+        ``many_updates``: each iteration updates many elements (a serial loop of updates,
+        as a gradient's reverse sweep makes), so a copy is worth it whatever the count."""
         iterations: ir.Value = ir.Constant(i64, 1)
         for e in extents:
             iterations = self.b.mul(iterations, e)
+        if many_updates:
+            iterations = ir.Constant(i64, PRIVATE_COPY_LIMIT * PRIVATE_COPY_RATIO)
         threads = self.b.zext(nthreads, i64)
         copies = []
         for array in targets:
@@ -264,7 +269,8 @@ class ParallelLoops:
         free = free_values(body)  # the extents too: the body may use them
         nthreads = self._thread_count()
         targets = scatter_targets(body, free)
-        copies = self._private_copies(targets, extents, nthreads)
+        copies = self._private_copies(targets, extents, nthreads,
+                                      bool(op.attrs.get("many_updates")))
         # the context: status, extents, captured values, private copies, reduction partials
         fields: list[ir.Value] = [self.status, *extents]
         for v in free:

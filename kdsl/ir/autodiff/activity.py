@@ -135,3 +135,38 @@ def _structured_needs(op: Operation, needed: set[Value], need: Any) -> None:
     for sources, targets in _loop_links(op):
         if any(t in needed for t in targets):
             need(sources)
+
+
+ROUTING_OPS = frozenset({"select", "min", "max", "abs", "clamp", "copysign"})
+"""Ops whose adjoint rule sends an exact zero to an operand (the untaken side)."""
+
+
+def routed_values(body: Block) -> set[Value]:
+    """Values whose adjoint may be an exact zero a routing op sent while their partial
+    derivatives are infinite (``kd.where(x > 0, 1 / x, 0.0)`` at 0): only the rules of
+    these guard their products, so that ``0 * inf`` never leaks."""
+    routed: set[Value] = set()
+    changed = True
+    while changed:
+        changed = False
+
+        def mark(values: Iterable[Value]) -> None:
+            nonlocal changed
+            for v in values:
+                if v not in routed:
+                    routed.add(v)
+                    changed = True
+
+        for op in body.walk():
+            if op.name in ROUTING_OPS:
+                mark(op.operands)
+            elif op.name == "parallel_for" and any(
+                    kind in ("min", "max") for kind in op.attrs["reductions"]):
+                mark(op.regions[0].ops[-1].operands)
+            if op.regions:
+                for sources, targets in _loop_links(op):
+                    if any(t in routed for t in targets):
+                        mark(sources)
+            elif any(r in routed for r in op.results):
+                mark(op.operands)
+    return routed

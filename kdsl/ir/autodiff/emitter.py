@@ -65,6 +65,8 @@ class AdjointEmitter:
         self.adjoint_arrays = adjoint_arrays
         self.needed = needed
         self.adj: dict[Value, Value] = {}
+        self.routed: set[Value] | None = None  # None: guard every product
+        self.current: Operation | None = None
         self._result: Value | None = None
         self._mapping: dict[Value, Value] = {}
 
@@ -82,8 +84,12 @@ class AdjointEmitter:
         return self.const(0.0, t)
 
     def guarded(self, g: Value, value: Value) -> Value:
-        """``value`` where the adjoint ``g`` is not zero, else 0 (no 0 * inf)."""
+        """``value`` where the adjoint ``g`` is not zero, else 0 (no 0 * inf), for ops
+        whose adjoint a routing op (a select, min, max) may have zeroed."""
         if not isinstance(g.type, T.ScalarType):
+            return value
+        if self.routed is not None and not (
+                self.current is not None and any(r in self.routed for r in self.current.results)):
             return value
         is_zero = self.op("eq", g, self.const(0.0, g.type))
         return self.op("select", is_zero, self.const(0.0, value.type), value)
@@ -169,6 +175,8 @@ class AdjointEmitter:
         for old, fresh in zip(op.results, new.results):
             fresh.name_hint = old.name_hint
             m[old] = fresh
+        if op.name == "constant":
+            self.b.known_constants[new.result] = op.attrs["value"]
         self.b.block.append(new)
         return new
 
@@ -185,10 +193,16 @@ class AdjointEmitter:
                 self.clone(op, m, recompute)
         return new
 
+    def _constant_of(self, v: Value) -> Any:
+        return self.b.known_constants.get(v)
+
     def _trip_count(self, start: Value, stop: Value, step: Value) -> Value:
+        zero = self.b.constant(0, _INDEX)
+        if self._constant_of(step) == 1:
+            return self.op("max", self.op("sub", stop, start), zero)
         one = self.b.constant(1, _INDEX)
         span = self.op("add", self.op("sub", stop, start), self.op("sub", step, one))
-        return self.op("max", self.op("floordiv", span, step), self.b.constant(0, _INDEX))
+        return self.op("max", self.op("floordiv", span, step), zero)
 
     def _storage(self, values: Sequence[Value], size: Value) -> dict[Value, Value]:
         return {

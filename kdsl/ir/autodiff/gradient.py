@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from kdsl import types as T
 from kdsl.ir.autodiff import rules  # noqa: F401  (attaches the rules to the registry)
-from kdsl.ir.autodiff.activity import is_float, needed_values, varied_values
+from kdsl.ir.autodiff.activity import is_float, needed_values, routed_values, varied_values
 from kdsl.ir.autodiff.emitter import located_error
 from kdsl.ir.autodiff.reverse import ReverseSweep, check_differentiable
 from kdsl.ir.builder import IRBuilder
@@ -45,6 +45,7 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
     body = Block(list(fn.args) + list(adjoint_arrays.values()))
     builder = IRBuilder(body)
     sweep = ReverseSweep(builder, varied, varied_arrays, adjoint_arrays, needed_values(fn.body))
+    sweep.routed = routed_values(fn.body)
     m: dict[Value, Value] = {a: a for a in fn.args}
     ops = fn.body.ops
     tapes = sweep.forward(ops, m, recompute=False)

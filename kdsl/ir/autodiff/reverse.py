@@ -39,8 +39,50 @@ def free_values(blocks: Sequence[Block]) -> list[Value]:
     return list(seen)
 
 
+def _defined_in(block: Block) -> set[Value]:
+    defined = set(block.args)
+    for op in block.walk():
+        defined.update(op.results)
+        for region in op.regions:
+            defined.update(region.args)
+    return defined
+
+
+LoadKey = tuple[Value, ...]
+
+
+def carried_loop(builder: Any, bounds: Sequence[Value], inits: Sequence[Value],
+                 body: Block) -> list[Value]:
+    """A ``for`` loop over ``body`` (whose yield is emitted); values the body yields
+    unchanged are not carried: their uses and the loop's result become the initial value
+    (a carried adjoint nothing inside the loop adds to). Returns the loop's values."""
+    from kdsl.ir.core import replace_all_uses
+
+    terminator = body.ops[-1]
+    kept = []
+    for k, arg in enumerate(body.args[1:]):
+        if terminator.operands[k] is arg:
+            replace_all_uses(body, arg, inits[k])
+        else:
+            kept.append(k)
+    body.args = [body.args[0]] + [body.args[1 + k] for k in kept]
+    terminator.operands = [terminator.operands[k] for k in kept]
+    loop = builder.create("for", [*bounds, *(inits[k] for k in kept)], {}, [body])
+    values = list(inits)
+    for k, r in zip(kept, loop.results):
+        values[k] = r
+    return values
+
+
 class ReverseSweep(AdjointEmitter):
-    """The adjoint of each op, last to first."""
+    """The adjoint of each op, last to first.
+
+    The adjoint of an element a loop reads at an index fixed across the loop (``x[i]``
+    inside a loop over ``j``) is summed in a register the reverse loop carries and added
+    into the adjoint array once, after it (``load_registers``).
+    """
+
+    load_registers: dict[LoadKey, Value]
 
     def reverse(self, ops: Sequence[Operation], m: dict[Value, Value],
                 tapes: dict[Operation, Any]) -> None:
@@ -74,19 +116,36 @@ class ReverseSweep(AdjointEmitter):
                 f"'{op.name}' has no derivative rule; its result cannot be differentiated",
                 op.location)
         g = self.adj[op.result]
+        self.current = op
         operands = [m.get(v, v) for v in op.operands]
         for v, contribution in zip(op.operands, rule(self, op, operands, g)):
             if contribution is not None:
                 self.accumulate(v, contribution)
 
     def _accumulate_array(self, op: Operation, m: dict[Value, Value]) -> None:
-        array = op.operands[0]
-        adjoint_array = self.adjoint_arrays.get(array)
-        if adjoint_array is None:
+        if op.operands[0] not in self.adjoint_arrays:
             return
-        indices = [m.get(v, v) for v in op.operands[1:]]
-        self.b.create("atomic_rmw", [adjoint_array, *indices, self.adj[op.result]],
-                      {"kind": "add", "implicit": True})
+        self._add_to_array(tuple(op.operands), m, self.adj[op.result])
+
+    def _add_to_array(self, key: LoadKey, m: dict[Value, Value], value: Value) -> None:
+        registers = self.__dict__.setdefault("load_registers", {})
+        if key in registers:
+            registers[key] = self.op("add", registers[key], value)
+            return
+        array, *indices = key
+        self.b.create("atomic_rmw", [self.adjoint_arrays[array], *(m.get(v, v) for v in indices),
+                                     value], {"kind": "add", "implicit": True})
+
+    def _invariant_loads(self, body: Block) -> dict[LoadKey, Any]:
+        """Elements every iteration of the loop reads at indices defined outside it."""
+        defined = _defined_in(body)
+        found: dict[LoadKey, Any] = {}
+        for op in body.ops:
+            if (op.name == "array_load" and op.operands[0] in self.adjoint_arrays
+                    and op.result in self.varied
+                    and not any(v in defined for v in op.operands[1:])):
+                found.setdefault(tuple(op.operands), op.result.type)
+        return found
 
     # --- branches -----------------------------------------------------------------------
 
@@ -129,11 +188,17 @@ class ReverseSweep(AdjointEmitter):
         free = [v for v in free_values(op.regions) if v in self.varied]
         seeds = [self.adjoint_or_zero(op.results[k]) for k in active]
         free_init = [self.adjoint_or_zero(f) for f in free]
+        loads = self._invariant_loads(body)
         zero = self.b.constant(0, _INDEX)
         one = self.b.constant(1, _INDEX)
         new_body = Block([Value(_INDEX, "r")]
                          + [Value(carried[k].type, f"d_{carried[k].name_hint}") for k in active]
-                         + [Value(f.type, f"d_{f.name_hint}") for f in free])
+                         + [Value(f.type, f"d_{f.name_hint}") for f in free]
+                         + [Value(t, "d_element") for t in loads.values()])
+        registers = self.__dict__.setdefault("load_registers", {})
+        saved_registers = dict(registers)
+        first_register = 1 + len(active) + len(free)
+        registers.update(zip(loads, new_body.args[first_register:]))
         with self.b.at(new_body), self.scope():
             reversed_index = new_body.args[0]
             k_iter = self.op("sub", self.op("sub", tape.trip, one), reversed_index)
@@ -156,12 +221,39 @@ class ReverseSweep(AdjointEmitter):
             self._mapping = m
             outs = [self.adjoint_or_zero(carried[k]) for k in active]
             outs += [self.adj[f] for f in free]
+            outs += [registers[key] for key in loads]
             self.b.create("yield", outs)
-        new = self.b.create("for", [zero, tape.trip, one, *seeds, *free_init], {}, [new_body])
+        registers.clear()
+        registers.update(saved_registers)
+        register_init = [self.zero(t) for t in loads.values()]
+        results = carried_loop(self.b, [zero, tape.trip, one],
+                               [*seeds, *free_init, *register_init], new_body)
         for slot, k in enumerate(active):
-            self.accumulate(inits[k], new.results[slot])
-        for f, r in zip(free, new.results[len(active):]):
+            self.accumulate(inits[k], results[slot])
+        for f, r in zip(free, results[len(active):]):
             self.adj[f] = r
+        self._flush_registers(loads, results[first_register - 1:], tape.trip, m)
+
+    def _flush_registers(self, loads: dict[LoadKey, Any], sums: Sequence[Value], trip: Value,
+                         m: dict[Value, Value]) -> None:
+        """Adds the summed adjoints of invariant elements into their arrays (only when
+        the loop ran: otherwise its indices were never checked)."""
+        registers = self.__dict__.setdefault("load_registers", {})
+        outer = [(key, v) for key, v in zip(loads, sums) if key in registers]
+        for key, v in outer:  # an enclosing loop sums them in its own register
+            self._add_to_array(key, m, v)
+        direct = [(key, v) for key, v in zip(loads, sums) if key not in registers]
+        if not direct:
+            return
+        ran = self.op("gt", trip, self.b.constant(0, _INDEX))
+        then, otherwise = Block(), Block()
+        with self.b.at(then):
+            for key, v in direct:
+                self._add_to_array(key, m, v)
+            self.b.create("yield", [])
+        with self.b.at(otherwise):
+            self.b.create("yield", [])
+        self.b.create("if", [ran], {"types": []}, [then, otherwise], [])
 
     # --- parallel loops -----------------------------------------------------------------
 
@@ -197,10 +289,15 @@ class ReverseSweep(AdjointEmitter):
             self.reverse(body.ops, inner, tapes)
             self._mapping = m
             self.b.create("yield", [self.adj[f] for f in free])
+        many_updates = any(
+            inner.name in ("for", "while") and any(o.name == "atomic_rmw" for o in inner.walk())
+            for inner in new_body.walk())
+        attrs: dict[str, Any] = {"ndim": ndim, "reductions": tuple("add" for _ in free)}
+        if many_updates:
+            attrs["many_updates"] = True
         new = self.b.create(
             "parallel_for", [*extents, *[self.adjoint_or_zero(f) for f in free]],
-            {"ndim": ndim, "reductions": tuple("add" for _ in free)}, [new_body],
-            [f.type for f in free])
+            attrs, [new_body], [f.type for f in free])
         for f, r in zip(free, new.results):
             self.adj[f] = r
         for k, g in seeds.items():

@@ -54,6 +54,8 @@ class _Fuser:
 
     def legal(self, first: Operation, second: Operation) -> bool:
         ndim = first.attrs["ndim"]
+        if first.attrs.get("many_updates") or second.attrs.get("many_updates"):
+            return False  # a scatter-heavy loop nest (a reverse sweep) is optimised best alone
         if second.attrs["ndim"] != ndim or any(
             x is not y for x, y in zip(first.operands[:ndim], second.operands[:ndim])
         ):
