@@ -156,15 +156,30 @@ class TensorLowering(LoweringBase):
         return self.op("tensor_reduce", v, kind=kind, axis=axis, keepdims=keepdims, type=result,
                        node=node)
 
+    def tensor_dot(self, a: Value, b: Value, node: ast.AST) -> Value:
+        """``np.dot(a, b)``: a product with a scalar, else as ``a @ b``."""
+        if not (is_array(a) and is_array(b)):
+            return self.tensor_binary("mul", a, b, node)
+        return self.tensor_matmul(a, b, node)
+
     def tensor_matmul(self, a: Value, b: Value, node: ast.AST) -> Value:
         if not (is_array(a) and is_array(b)):
             self.error("@ of an array needs arrays on both sides", node)
-        if a.type.ndim != 2 or b.type.ndim not in (1, 2):
-            self.error(f"@ supports 2-D @ 2-D and 2-D @ 1-D, got {a.type.ndim}-D @ {b.type.ndim}-D",
+        if a.type.ndim not in (1, 2) or b.type.ndim not in (1, 2):
+            self.error(f"@ supports 1-D and 2-D arrays, got {a.type.ndim}-D @ {b.type.ndim}-D",
                        node)
         if not isinstance(a.type.dtype, T.ScalarType) or not isinstance(b.type.dtype, T.ScalarType):
             self.error("@ of arrays needs scalar elements", node)
         scalar, _ = T.promote(a.type.dtype, False, b.type.dtype, False)
+        if a.type.ndim == 1 and b.type.ndim == 1:  # the inner product, a scalar
+            sizes = [self.builder.value("array_dim", v, axis=0) for v in (a, b)]
+            self.builder.create("raise_shape_error", [self.op("eq", *sizes), *sizes],
+                                {"axis": 0, "what": "dot of 1-D arrays: the sizes"})
+            total = self.tensor_reduce("sum", self.tensor_binary("mul", a, b, node), None, False,
+                                       node)
+            return self.builder.cast(total, scalar)
+        if a.type.ndim == 1:  # v @ m == m.T @ v
+            return self.tensor_matmul(self.array_transpose(b, node), a, node)
         result = T.ArrayType(scalar, b.type.ndim, True)
         return self.op("tensor_matmul", a, b, type=result, node=node)
 
