@@ -200,8 +200,9 @@ def _len(lo: FunctionLowering, node: ast.Call, args: list) -> Any:
 @builtin(kb.dot, np.dot)
 def _dot(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _arity(lo, node, args, 2, "dot")
-    if any(is_array(v) for v in _values(lo, node, args)):
-        return lo.tensor_dot(*_values(lo, node, args), node)
+    first, second = _values(lo, node, args)
+    if is_array(first) or is_array(second):
+        return lo.tensor_dot(first, second, node)
     a, b = _same_vectors(lo, node, args, "dot")
     return lo.op("dot", a, b, node=node)
 
