@@ -13,7 +13,7 @@ from kdsl import types as T
 from kdsl.errors import CompileError
 from kdsl.frontend.scope import TypeConflict, TypeTable, VariableType
 from kdsl.frontend.source import MISSING, FunctionSource
-from kdsl.frontend.values import Static, TupleValue
+from kdsl.frontend.values import IterationSpace, Static, TupleValue
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Function, Value
 from kdsl.ir.ops import OpTypeError
@@ -75,6 +75,7 @@ class LoweringBase:
         self.needs_rebuild = False
         self.assumptions: list[tuple[str, VariableType]] = []
         self.loop_depth_counter = 0
+        self.serial_axes: dict[int, IterationSpace] = {}  # for-nodes made for a nested ndrange
         self.return_arity: int | None = None
         self.returns_tuple = False
         self.loaded_counts: Counter[str] = Counter()
@@ -203,14 +204,15 @@ class LoweringBase:
                 self.types.observe(name, self.variable_type(v))
             except TypeConflict as exc:
                 self.error(
-                    f"conflicting types for local '{name}': {exc}; a local keeps one type", node
+                    conflicting_types(name, str(exc)) + ("" if name.startswith("$")
+                                                          else "; a local keeps one type"), node
                 )
         if declared is not None:
             if isinstance(declared.type, T.ScalarType) != isinstance(v.type, T.ScalarType) and (
                 v not in self.placeholders
             ):
                 self.error(
-                    f"conflicting types for local '{name}': {declared.type} and {v.type}", node
+                    conflicting_types(name, f"{declared.type} and {v.type}"), node
                 )
             try:
                 v = self.coerce(v, declared.type, node)
@@ -262,8 +264,19 @@ class LoweringBase:
             try:
                 vt = join(vt, self.variable_type(v))
             except TypeConflict as exc:
-                self.error(f"conflicting types for local '{name}': {exc}", node)
+                self.error(conflicting_types(name, str(exc)), node)
         return vt.type, vt.weak
+
+
+def conflicting_types(name: str, types: str) -> str:
+    """The message for a local given two types, naming it as the user knows it (the
+    compiler's own locals, ``$result0``..., by their role)."""
+    if name.startswith("$result"):
+        position = int(name[len("$result"):]) + 1
+        return f"the returns give conflicting types for return value {position}: {types}"
+    if name.startswith("$"):
+        return f"conflicting types where control flow joins: {types}"
+    return f"conflicting types for local '{name}': {types}"
 
 
 def _describe(obj: Any) -> str:

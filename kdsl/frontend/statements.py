@@ -126,9 +126,7 @@ class StatementLowering(StaticLoopLowering):
             if isinstance(base.type, T.ArrayType):
                 if self.selects_view(base.type, target.slice):  # c[1:-1] += x, in place
                     view = self.array_view(base, target.slice, target)
-                    result = self.binary(op_name, view, self.value(node.value), node)
-                    self.check_in_place(view, result, node)
-                    self.tensor_assign(view, result, node)
+                    self.update_in_place(view, op_name, self.value(node.value), node)
                     return
                 self.array_update(base, target, op_name, self.value(node.value), node)
                 return
@@ -137,11 +135,29 @@ class StatementLowering(StaticLoopLowering):
         else:
             current = self.value(target)
         if is_array(current):  # pos += dt * vel updates the array in place, as in NumPy
-            result = self.binary(op_name, current, self.value(node.value), node)
-            self.check_in_place(current, result, node)
-            self.tensor_assign(current, result, node)
+            self.update_in_place(current, op_name, self.value(node.value), node)
             return
         self.store(target, self.binary(op_name, current, self.value(node.value), node), node)
+
+    def update_in_place(self, dest: Value, op_name: str, value: Value, node: ast.AST) -> None:
+        """``dest op= value`` on an array. Inside a parallel loop ``+=`` and ``-=`` add each
+        element atomically: iterations may share the array (Numba's array reduction,
+        ``y += x[i]``), and the compiler gives each thread a private copy where that pays."""
+        if self.parallel_depth > 0 and op_name in ("add", "sub"):
+            target = T.element_scalar(dest.type.dtype)
+            if is_array(value):
+                self.check_in_place(dest, value, node)
+            elif not isinstance(value.type, T.ScalarType):
+                self.error(f"cannot add a value of type {value.type} into an array in place", node)
+            elif not np.can_cast(T.promote(target, False, value.type, self.is_weak(value))[0]
+                                 .numpy_dtype, target.numpy_dtype, "same_kind"):
+                self.error(f"cannot update an array of {target} in place with {value.type} "
+                           "values (as in NumPy); cast explicitly", node)
+            self.builder.create("tensor_assign", [dest, value], {"accumulate": op_name})
+            return
+        result = self.binary(op_name, dest, value, node)
+        self.check_in_place(dest, result, node)
+        self.tensor_assign(dest, result, node)
 
     def check_in_place(self, dest: Value, result: Value, node: ast.AST) -> None:
         """NumPy refuses an in-place update that would need an unsafe cast (int += float)."""
@@ -324,6 +340,8 @@ class StatementLowering(StaticLoopLowering):
         )
         self.env = before
         for name, result, (_, weak) in zip(merged, op.results, types):
+            if then_env[name] in self.placeholders and else_env[name] in self.placeholders:
+                self.placeholders.add(result)
             result.name_hint = name if name.isidentifier() else ""
             self.env[name] = self.mark_weak(result, weak)
 
@@ -422,6 +440,7 @@ class StatementLowering(StaticLoopLowering):
         weak = [self.is_weak(v) for v in inits]
         before_block = Block([Value(v.type, n) for v, n in zip(inits, names)])
         body_block = Block([Value(v.type, n) for v, n in zip(inits, names)])
+        self._keep_placeholders(inits, before_block.args, body_block.args)
         outer = dict(self.env)
         self._bind(names, before_block.args, weak)
         with self.builder.at(before_block):
@@ -436,6 +455,7 @@ class StatementLowering(StaticLoopLowering):
                 for n, v in zip(names, body_block.args)
             ])
         op = self.builder.create("while", inits, {}, [before_block, body_block], [v.type for v in inits])
+        self._keep_placeholders(inits, op.results)
         self._finish_loop(outer, names, op.results, weak)
 
     def carry(self, name: str, value: Value, carried: Value, node: ast.AST) -> Value:
@@ -459,6 +479,14 @@ class StatementLowering(StaticLoopLowering):
         for name, v, w in zip(names, values, weak):
             self.env[name] = self.mark_weak(v, w)
 
+    def _keep_placeholders(self, inits: list[Value], *carried: list[Value]) -> None:
+        """A loop-carried value that starts as a placeholder is one too: its type is not
+        known in this lowering, so it never conflicts with a real assignment's type."""
+        for k, init in enumerate(inits):
+            if init in self.placeholders:
+                for values in carried:
+                    self.placeholders.add(values[k])
+
     def _finish_loop(
         self, outer: dict[str, Any], names: list[str], results: list[Value], weak: list[bool]
     ) -> None:
@@ -473,11 +501,43 @@ class StatementLowering(StaticLoopLowering):
         if self.is_static_call(node.iter):  # for k in kd.static(range(3)): unrolled
             self.unrolled_loop(node)
             return
-        space = self.iteration_space(node.iter)
-        if space.parallel:
+        space = self.serial_axes.pop(id(node), None) or self.iteration_space(node.iter)
+        if space.parallel and self.parallel_depth > 0:
+            self.nested_parallel_loop(node, space)
+        elif space.parallel:
             self.parallel_loop(node, space)
         else:
             self.serial_range_loop(node, space)
+
+    def nested_parallel_loop(self, node: ast.For, space: IterationSpace) -> None:
+        """A parallel loop inside another runs serially (one loop per axis, the first
+        outermost): its locals are private to the outer iteration and read as in any
+        serial loop."""
+        targets = self._parallel_targets(node, space)
+        loops = [
+            ast.copy_location(ast.For(target=ast.copy_location(ast.Name(t.id, ast.Store()), t),
+                                      iter=node.iter, body=[], orelse=[], type_comment=None), node)
+            for t in targets
+        ]
+        for k, loop in enumerate(loops):
+            loop.body = [loops[k + 1]] if k + 1 < len(loops) else node.body
+            self.serial_axes[id(loop)] = IterationSpace(
+                False, (space.starts[k],), (space.stops[k],), (space.steps[k],))
+        self.stmt_For(loops[0])
+
+    def _parallel_targets(self, node: ast.For, space: IterationSpace) -> list[ast.Name]:
+        """The loop variables of a parallel loop, one per axis; no break or return in it."""
+        targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
+        if not all(isinstance(t, ast.Name) for t in targets) or len(targets) != len(space.stops):
+            self.error(f"this parallel loop needs {len(space.stops)} loop variable(s)", node.target)
+        brk, _ = may_break_or_continue(node.body)
+        if brk:
+            self.error("'break' directly inside a parallel loop: iterations have no order to stop",
+                       first_jump(node.body, (ast.Break,), False) or node)
+        if may_return(node.body):
+            self.error("'return' inside a parallel loop: iterations run concurrently",
+                       first_jump(node.body, (ast.Return,), True) or node)
+        return targets  # type: ignore[return-value]
 
     def iteration_space(self, node: ast.expr) -> IterationSpace:
         if not isinstance(node, ast.Call):
@@ -584,6 +644,7 @@ class StatementLowering(StaticLoopLowering):
         inits = self.loop_initial_values(names)
         weak = [self.is_weak(v) for v in inits]
         body_block = Block([Value(T.i64, target)] + [Value(v.type, n) for v, n in zip(inits, names)])
+        self._keep_placeholders(inits, body_block.args[1:])
         outer = dict(self.env)
         self._bind(names, body_block.args[1:], weak)
         with self.builder.at(body_block):
@@ -595,22 +656,15 @@ class StatementLowering(StaticLoopLowering):
         op = self.builder.create(
             "for", [start, stop, step, *inits], {}, [body_block], [v.type for v in inits]
         )
+        self._keep_placeholders(inits, op.results)
         self._finish_loop(outer, names, op.results, weak)
 
     # --- parallel loops ---------------------------------------------------------------
 
     def parallel_loop(self, node: ast.For, space: IterationSpace) -> None:
-        targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
-        if not all(isinstance(t, ast.Name) for t in targets) or len(targets) != len(space.stops):
-            self.error(f"this parallel loop needs {len(space.stops)} loop variable(s)", node.target)
-        brk, cont = may_break_or_continue(node.body)
-        if brk:
-            self.error("'break' directly inside a parallel loop: iterations have no order to stop",
-                       first_jump(node.body, (ast.Break,), False) or node)
-        if may_return(node.body):
-            self.error("'return' inside a parallel loop: iterations run concurrently",
-                       first_jump(node.body, (ast.Return,), True) or node)
-        target_names = [t.id for t in targets]  # type: ignore[attr-defined]
+        targets = self._parallel_targets(node, space)
+        _, cont = may_break_or_continue(node.body)
+        target_names = [t.id for t in targets]
         reductions = self.find_reductions(node, target_names)
         extents = [
             self.trip_count(a, b, c, node.iter) if not (self._defining_constant(a) == 0 and self._defining_constant(c) == 1)
@@ -651,16 +705,38 @@ class StatementLowering(StaticLoopLowering):
         v = self.env.get(name)
         return isinstance(v, Value) and isinstance(v.type, T.ArrayType)
 
+    def _updated_in_place(self, node: ast.For) -> set[str]:
+        """Arrays the loop updates only in place (``y += e``), never rebinding them."""
+        in_place, rebound = set(), set()
+        for n in (n for b in node.body for n in ast.walk(b)):
+            if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+                in_place.add(n.target.id)
+            targets = (list(n.targets) if isinstance(n, ast.Assign) else [n.target]
+                       if isinstance(n, (ast.AnnAssign, ast.For, ast.NamedExpr)) else [])
+            while targets:
+                target = targets.pop()
+                if isinstance(target, ast.Name):
+                    rebound.add(target.id)
+                elif isinstance(target, (ast.Tuple, ast.List)):
+                    targets.extend(target.elts)
+        return {name for name in in_place - rebound if self._is_array(name)}
+
     def find_reductions(self, node: ast.For, targets: list[str]) -> dict[str, str]:
         """Outer locals the parallel body updates: each must be a reduction."""
         kinds: dict[str, str] = {}
         for stmt in (s for b in node.body for s in ast.walk(b)):
             name, kind = _reduction_form(stmt)
+            if name is not None and self._is_array(name) and isinstance(stmt, ast.AugAssign):
+                if kind not in ("add", "sub"):  # += and -= accumulate atomically
+                    self.error(f"'{name}' is an array shared by the iterations of this parallel "
+                               f"loop: only {name} += e and {name} -= e may update it in place",
+                               stmt)
+                continue
             if name is not None and isinstance(self.env.get(name), Value):
                 if kinds.get(name, kind) != kind:
                     self.error(f"'{name}' is reduced with two different operations", stmt)
                 kinds[name] = kind
-        rebound = set(assigned_names(node.body, component_bases=False))
+        rebound = set(assigned_names(node.body, component_bases=False)) - self._updated_in_place(node)
         for name in assigned_names(node.body):
             if name in targets or not isinstance(self.env.get(name), Value) or (
                 self._is_array(name) and name not in rebound

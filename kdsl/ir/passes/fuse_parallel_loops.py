@@ -49,6 +49,17 @@ class _Fuser:
             op = self.definitions.get(array)
         return array
 
+    def resolve(self, value: Value) -> Value:
+        """What ``value`` is now: a result of a loop fused away is the fused loop's (which
+        may itself have been fused again)."""
+        while value in self.mapping:
+            value = self.mapping[value]
+        return value
+
+    def reads_results_of(self, op: Operation, loop: Operation) -> bool:
+        produced = set(loop.results)
+        return any(self.resolve(v) in produced for inner in op.walk() for v in inner.operands)
+
     def identity(self, indices: list[Value], ivs: list[Value]) -> bool:
         return len(indices) == len(ivs) and all(i is v for i, v in zip(indices, ivs))
 
@@ -60,8 +71,7 @@ class _Fuser:
             x is not y for x, y in zip(first.operands[:ndim], second.operands[:ndim])
         ):
             return False
-        produced = set(first.results)
-        if any(v in produced for op in second.walk() for v in op.operands):
+        if self.reads_results_of(second, first):
             return False  # the second loop reads a reduction of the first
         if _has_ordered_effects(first) or _has_ordered_effects(second):
             return False  # prints, errors, allocations keep their order
@@ -129,12 +139,11 @@ class _Fuser:
                 continue
             j = k + 1
             movable: list[Operation] = []
-            produced = set(op.results)
             # pure ops and the next statement's shape checks may move in front of the loop
             # (a shape error then stops the kernel before the loop instead of after it)
             while j < len(ops) and not ops[j].regions and (
                 lookup(ops[j].name).has(Trait.PURE) or ops[j].name == "raise_shape_error"
-            ) and not any(v in produced for v in ops[j].operands):
+            ) and not self.reads_results_of(ops[j], op):
                 movable.append(ops[j])
                 j += 1
             if j >= len(ops):
@@ -166,4 +175,4 @@ class _Fuser:
 def run(module: Module, options: Any = None) -> None:
     fuser = _Fuser(module)
     fuser.visit(module.kernel.body)
-    remap_operands(module.kernel.body, fuser.mapping)
+    remap_operands(module.kernel.body, {v: fuser.resolve(v) for v in fuser.mapping})

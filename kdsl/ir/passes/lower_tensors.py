@@ -77,7 +77,8 @@ class TensorLowerer:
                 self.mapping[op.result] = self.materialize(op.result)
             elif op.name == "tensor_assign":
                 self.lower_deferred(op.operands[1])
-                self.assign(op.operands[0], op.operands[1])
+                self.assign(op.operands[0], op.operands[1],
+                            accumulate=op.attrs.get("accumulate"))
             elif op.name == "tensor_reduce":
                 self.lower_deferred(op.operands[0])
                 self.mapping[op.result] = self.reduce(op)
@@ -268,7 +269,10 @@ class TensorLowerer:
 
     # --- lowering ---------------------------------------------------------------------
 
-    def assign(self, dest: Value, source: Value, check: bool = True) -> None:
+    def assign(self, dest: Value, source: Value, check: bool = True,
+               accumulate: str | None = None) -> None:
+        """``dest[...] = source``; with ``accumulate`` ("add" or "sub"), ``dest[...] +=
+        source`` element by element with atomic updates (in a parallel loop)."""
         dest_base = _base(dest, self.definitions)
         overlapping = [leaf for leaf in self.leaves(source)
                        if leaf is not dest and _base(leaf, self.definitions) is dest_base
@@ -281,7 +285,11 @@ class TensorLowerer:
 
         def body(ivs: list[Value], accs: list[Value]) -> list[Value]:
             value = self.convert(self.element(source, list(ivs)), dest.type.dtype)
-            self.builder.create("array_store", [dest, *ivs, value])
+            if accumulate is not None:
+                self.builder.create("atomic_rmw", [dest, *ivs, value],
+                                    {"kind": accumulate, "implicit": True})
+            else:
+                self.builder.create("array_store", [dest, *ivs, value])
             return []
 
         if not shape:
