@@ -162,6 +162,12 @@ def _as_float64(a: Any) -> Any:
     return float(a)
 
 
+def _value(kernel: Kernel, args: Sequence[Any]) -> float:
+    """The kernel's value on copies of the arrays (a kernel may update them in place)."""
+    return float(kernel(*[np.array(a, copy=True) if isinstance(a, np.ndarray) else a
+                          for a in args]))
+
+
 def _numeric_gradient(kernel: Kernel, args: list[Any], k: int, eps: float) -> Any:
     """Central differences of the kernel's value with respect to argument ``k``."""
     a = args[k]
@@ -171,15 +177,15 @@ def _numeric_gradient(kernel: Kernel, args: list[Any], k: int, eps: float) -> An
         kind = type(a)
         shifted_up[k] = kind(float(a) + eps)
         shifted_down[k] = kind(float(a) - eps)
-        return (float(kernel(*shifted_up)) - float(kernel(*shifted_down))) / (2 * eps)
+        return (_value(kernel, shifted_up) - _value(kernel, shifted_down)) / (2 * eps)
     out = np.zeros(a.shape, np.float64)
     flat = a.reshape(-1)
     base = flat.copy()
     for index in range(flat.size):
         flat[index] = base[index] + eps
-        hi = float(kernel(*args))
+        hi = _value(kernel, args)
         flat[index] = base[index] - eps
-        lo = float(kernel(*args))
+        lo = _value(kernel, args)
         flat[index] = base[index]
         out.reshape(-1)[index] = (hi - lo) / (2 * eps)
     return out

@@ -56,3 +56,24 @@ def test_min_reduction_and_while_loop_gradient_on_the_device(emulated_device) ->
 def test_gradient_ptx() -> None:
     ptx = kd.grad(pair_energy).ptx(np.ones(4), 0.7)
     assert ".entry" in ptx or ".visible" in ptx
+
+
+@kd.kernel
+def relax(x: kd.Array[kd.f64], steps: kd.i32) -> kd.f64:
+    n = x.shape[0]
+    for _step in range(steps):
+        for i in kd.prange(n):
+            x[i] = x[i] * 0.9 + 0.1 * kd.sin(x[i] * float(i))
+    e = 0.0
+    for i in kd.prange(n):
+        e += x[i] * x[i]
+    return e
+
+
+def test_in_place_time_loop_gradient_on_the_device(emulated_device) -> None:
+    x = np.random.default_rng(3).random(40)
+    expected = kd.grad(relax)(x.copy(), 4)
+    on_device = kd.array(x, device="cuda")
+    g = kd.grad(relax)(on_device, 4)
+    np.testing.assert_allclose(g.numpy(), expected, rtol=1e-10)
+    np.testing.assert_array_equal(on_device.numpy(), x)

@@ -52,6 +52,9 @@ def _loop_links(op: Operation) -> list[tuple[list[Value], list[Value]]]:
 
 def varied_values(body: Block, roots: Iterable[Value]) -> tuple[set[Value], set[Value]]:
     """The float values and the arrays that depend on ``roots`` (arguments)."""
+    from kdsl.ir.autodiff.memory import array_bases
+
+    bases = array_bases(body)
     varied: set[Value] = set()
     arrays: set[Value] = set()
     for r in roots:
@@ -79,6 +82,11 @@ def varied_values(body: Block, roots: Iterable[Value]) -> tuple[set[Value], set[
             elif op.name in VIEW_OPS and isinstance(op.results[0].type, T.ArrayType):
                 if op.operands[0] in arrays:
                     mark(op.results[0], arrays)
+            elif op.name in ("array_store", "atomic_rmw"):
+                if op.operands[-1] in varied:  # the array now holds values that vary
+                    target = op.operands[0]
+                    mark(bases.get(target, target), arrays)
+                    mark(target, arrays)
             elif op.name == "stop_gradient":
                 continue
             elif any(v in varied for v in op.operands):

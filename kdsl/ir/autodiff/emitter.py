@@ -19,6 +19,12 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.errors import CompileError
+from kdsl.ir.autodiff.memory import (
+    copy_elements,
+    snapshot_storage,
+    written_state,
+    zeros_like_array,
+)
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.location import SourceLocation
@@ -40,6 +46,7 @@ class LoopTape:
     storage: dict[Value, Value] = field(default_factory=dict)
     start: Value | None = None
     step: Value | None = None
+    snapshots: dict[Value, Value] = field(default_factory=dict)  # state array -> copies
 
 
 @dataclass
@@ -48,6 +55,7 @@ class ReductionTape:
     loop, and whether the initial value won instead."""
 
     winners: dict[int, tuple[Value, Value]]
+    snapshots: dict[Value, Value] = field(default_factory=dict)  # state array -> its copy
 
 
 def located_error(message: str, location: SourceLocation) -> CompileError:
@@ -64,6 +72,9 @@ class AdjointEmitter:
         self.varied_arrays = varied_arrays
         self.adjoint_arrays = adjoint_arrays
         self.needed = needed
+        self.stateful: set[Value] = set()  # arrays updated in place (see memory.py)
+        self.old_values: dict[Operation, Value] = {}  # what a store of state overwrote
+        self.parallel_depth = 0
         self.adj: dict[Value, Value] = {}
         self.routed: set[Value] | None = None  # None: guard every product
         self.current: Operation | None = None
@@ -135,10 +146,13 @@ class AdjointEmitter:
     def scope(self) -> Iterator[None]:
         """Adjoints set inside are forgotten after (a region's values are its own)."""
         saved = dict(self.adj)
+        saved_arrays = dict(self.adjoint_arrays)
         try:
             yield
         finally:
             self.adj = saved
+            self.adjoint_arrays.clear()
+            self.adjoint_arrays.update(saved_arrays)
 
     # --- the forward sweep --------------------------------------------------------------
 
@@ -150,20 +164,52 @@ class AdjointEmitter:
         for op in ops:
             if op.name in ("yield", "condition", "return"):
                 continue
-            if recompute and op.name in _SKIPPED_WHEN_RECOMPUTING:
+            if recompute and self.skipped_when_recomputing(op):
                 continue
             self.b.location = op.location
-            active = any(r in self.varied for r in op.results)
+            state = written_state(op, self.stateful) if op.regions else []
+            active = any(r in self.varied for r in op.results) or bool(state)
             if op.name == "for" and active:
-                tapes[op] = self._forward_for(op, m, recompute)
+                tapes[op] = self._forward_for(op, m, recompute, state)
             elif op.name == "while" and active:
-                tapes[op] = self._forward_while(op, m, recompute)
-            elif op.name == "parallel_for" and active:
+                tapes[op] = self._forward_while(op, m, recompute, state)
+            elif op.name in ("parallel_for", "if") and active:
+                snapshots = self.take_snapshots(state, m)
                 self.clone(op, m, recompute)
-                tapes[op] = self._reduction_winners(op, m)
+                winners = self._reduction_winners(op, m) if op.name == "parallel_for" else None
+                tapes[op] = ReductionTape(winners.winners if winners else {}, snapshots)
             else:
+                if (op.name in ("array_store", "atomic_rmw") and op.operands[0] in self.stateful
+                        and self.parallel_depth == 0):
+                    indices = [m.get(v, v) for v in op.operands[1:-1]]
+                    array = m.get(op.operands[0], op.operands[0])
+                    self.old_values[op] = self.b.create("array_load", [array, *indices]).result
                 self.clone(op, m, recompute)
+                if op.name == "array_new" and op.result in self.varied_arrays:
+                    self.adjoint_arrays[op.result] = zeros_like_array(self, m[op.result])
         return tapes
+
+    def skipped_when_recomputing(self, op: Operation) -> bool:
+        """Effects the first sweep performed: output, errors, writes of arrays no
+        recomputation reads (writes of state are replayed)."""
+        if op.name in ("array_store", "atomic_rmw"):
+            return op.operands[0] not in self.stateful
+        return op.name in _SKIPPED_WHEN_RECOMPUTING
+
+    def take_snapshots(self, state: Sequence[Value], m: dict[Value, Value]) -> dict[Value, Value]:
+        snapshots = {}
+        for array in state:
+            current = m.get(array, array)
+            snapshots[array] = snapshot_storage(self, current, None)
+            copy_elements(self, current, [], snapshots[array], [], current)
+        return snapshots
+
+    def restore_snapshots(self, snapshots: dict[Value, Value], m: dict[Value, Value],
+                          index: Value | None = None) -> None:
+        prefix = [index] if index is not None else []
+        for array, copy in snapshots.items():
+            current = m.get(array, array)
+            copy_elements(self, copy, prefix, current, [], current)
 
     def clone(self, op: Operation, m: dict[Value, Value], recompute: bool) -> Operation | None:
         if op.name == "stop_gradient":
@@ -188,7 +234,7 @@ class AdjointEmitter:
             if prologue is not None:
                 prologue(new)
             for op in block.ops:
-                if recompute and op.name in _SKIPPED_WHEN_RECOMPUTING:
+                if recompute and self.skipped_when_recomputing(op):
                     continue
                 self.clone(op, m, recompute)
         return new
@@ -211,20 +257,28 @@ class AdjointEmitter:
             for v in values
         }
 
-    def _forward_for(self, op: Operation, m: dict[Value, Value], recompute: bool) -> LoopTape:
+    def _forward_for(self, op: Operation, m: dict[Value, Value], recompute: bool,
+                     state: Sequence[Value]) -> LoopTape:
         start, stop, step = (m.get(v, v) for v in op.operands[:3])
         body = op.regions[0]
         stored = [a for a in body.args[1:] if a in self.needed]
         trip = self._trip_count(start, stop, step)
         tape = LoopTape(trip, {}, start, step)
         tape.storage = self._storage([a for a in stored], trip)
+        tape.snapshots = {a: snapshot_storage(self, m.get(a, a), trip) for a in state}
 
         def save(new: Block) -> None:
-            if not stored:
+            if not stored and not state:
                 return
-            k = self.op("floordiv", self.op("sub", new.args[0], start), step)
+            if self._constant_of(step) == 1:
+                k = self.op("sub", new.args[0], start)
+            else:
+                k = self.op("floordiv", self.op("sub", new.args[0], start), step)
             for a in stored:
                 self.b.create("array_store", [tape.storage[a], k, m[a]])
+            for a, copies in tape.snapshots.items():
+                current = m.get(a, a)
+                copy_elements(self, current, [], copies, [k], current)
 
         regions = [self.clone_block(body, m, recompute, save)]
         new = Operation("for", [m.get(v, v) for v in op.operands], [r.type for r in op.results],
@@ -236,7 +290,8 @@ class AdjointEmitter:
         return tape
 
     def _counted_while(self, op: Operation, m: dict[Value, Value], recompute: bool,
-                       storage: dict[Value, Value] | None) -> Operation:
+                       storage: dict[Value, Value] | None,
+                       snapshots: dict[Value, Value] | None = None) -> Operation:
         """A copy of a while loop that also counts its iterations (and stores the values
         its body starts from, when ``storage`` is given)."""
         before, body = op.regions
@@ -251,6 +306,9 @@ class AdjointEmitter:
                 for a in body.args:
                     if a in storage:
                         self.b.create("array_store", [storage[a], counter, m[a]])
+            for a, copies in (snapshots or {}).items():
+                current = m.get(a, a)
+                copy_elements(self, current, [], copies, [counter], current)
 
         counter = Value(_INDEX, "count")
         new_body = self.clone_block(body, m, recompute, save)
@@ -266,7 +324,11 @@ class AdjointEmitter:
         self.b.block.append(new)
         return new
 
-    def _forward_while(self, op: Operation, m: dict[Value, Value], recompute: bool) -> LoopTape:
+    def _forward_while(self, op: Operation, m: dict[Value, Value], recompute: bool,
+                       state: Sequence[Value]) -> LoopTape:
+        """Runs the loop counting its iterations, then (when the reverse sweep needs
+        values of each iteration) a second time, from the same state, storing them."""
+        before_run = self.take_snapshots(state, m)
         counted = self._counted_while(op, m, recompute, None)
         for old, fresh in zip(op.results, counted.results):
             fresh.name_hint = old.name_hint
@@ -274,9 +336,13 @@ class AdjointEmitter:
         count = counted.results[-1]
         stored = [a for a in op.regions[1].args if a in self.needed]
         tape = LoopTape(count, self._storage(stored, count))
-        if stored:  # a second run, now that the size is known, fills the storage
+        tape.snapshots = {a: snapshot_storage(self, m.get(a, a), count) for a in state}
+        if stored or state:
+            after_run = self.take_snapshots(state, m)
+            self.restore_snapshots(before_run, m)
             inner = dict(m)
-            self._counted_while(op, inner, True, tape.storage)
+            self._counted_while(op, inner, True, tape.storage, tape.snapshots)
+            self.restore_snapshots(after_run, m)
         return tape
 
     def _reduction_winners(self, op: Operation, m: dict[Value, Value]) -> ReductionTape | None:

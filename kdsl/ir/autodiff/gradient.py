@@ -10,6 +10,7 @@ from kdsl import types as T
 from kdsl.ir.autodiff import rules  # noqa: F401  (attaches the rules to the registry)
 from kdsl.ir.autodiff.activity import is_float, needed_values, routed_values, varied_values
 from kdsl.ir.autodiff.emitter import located_error
+from kdsl.ir.autodiff.memory import stateful_arrays, zeros_like_array
 from kdsl.ir.autodiff.reverse import ReverseSweep, check_differentiable
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Function, Module, Value
@@ -37,7 +38,8 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
             + (", ".join(str(v.type) for v in ret.operands) or "nothing"), fn.location)
     roots = [fn.args[k] for k in spec.argnums]
     varied, varied_arrays = varied_values(fn.body, roots)
-    check_differentiable(fn.body, varied, varied_arrays)
+    stateful = stateful_arrays(fn.body, varied_arrays)
+    check_differentiable(fn.body, varied, varied_arrays, stateful)
     adjoint_arrays = {
         a: Value(a.type, adjoint_name(fn.arg_names[k]))
         for k, a in zip(spec.argnums, roots) if isinstance(a.type, T.ArrayType)
@@ -46,8 +48,14 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
     builder = IRBuilder(body)
     sweep = ReverseSweep(builder, varied, varied_arrays, adjoint_arrays, needed_values(fn.body))
     sweep.routed = routed_values(fn.body)
+    sweep.stateful = stateful
+    for a in fn.args:  # arguments that receive values that vary: adjoints of their own
+        if a in varied_arrays and a not in adjoint_arrays:
+            adjoint_arrays[a] = zeros_like_array(sweep, a)
     m: dict[Value, Value] = {a: a for a in fn.args}
     ops = fn.body.ops
+    # the arguments the kernel updates in place are left as the call found them
+    entry_state = sweep.take_snapshots([a for a in fn.args if a in stateful], m)
     tapes = sweep.forward(ops, m, recompute=False)
     result = ret.operands[0]
     value = m.get(result, result)
@@ -55,6 +63,7 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
     if result in varied:
         sweep.adj[result] = sweep.const(1.0, result.type)
     sweep.reverse(ops, m, tapes)
+    sweep.restore_snapshots(entry_state, m)
     grads = [sweep.adjoint_or_zero(a) for a in roots if not isinstance(a.type, T.ArrayType)]
     builder.create("return", [value, *grads])
     names = list(fn.arg_names) + [adjoint_name(fn.arg_names[k]) for k in spec.argnums

@@ -15,6 +15,7 @@ from kdsl.ir.autodiff.emitter import (
     ReductionTape,
     located_error,
 )
+from kdsl.ir.autodiff.memory import array_bases, written_state
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import lookup
 
@@ -88,9 +89,15 @@ class ReverseSweep(AdjointEmitter):
                 tapes: dict[Operation, Any]) -> None:
         self._mapping = m
         for op in reversed(ops):
-            if op.name in ("yield", "condition", "return") or op.name in _SKIPPED_WHEN_RECOMPUTING:
+            if op.name in ("yield", "condition", "return"):
                 continue
-            if not any(r in self.adj for r in op.results):
+            if op.name in ("array_store", "atomic_rmw"):
+                self._reverse_store(op, m)
+                continue
+            if op.name in _SKIPPED_WHEN_RECOMPUTING:
+                continue
+            state = written_state(op, self.stateful) if op.regions else []
+            if not state and not any(r in self.adj for r in op.results):
                 continue
             self.b.location = op.location
             if op.name == "for":
@@ -98,14 +105,41 @@ class ReverseSweep(AdjointEmitter):
             elif op.name == "while":
                 self._reverse_loop(op, m, tapes[op], op.regions[1], 0, op.operands)
             elif op.name == "if":
+                self.restore_snapshots(tapes[op].snapshots, m)
                 self._reverse_if(op, m)
+                self.restore_snapshots(tapes[op].snapshots, m)
             elif op.name == "parallel_for":
-                self._reverse_parallel_for(op, m, tapes.get(op))
+                self.restore_snapshots(tapes[op].snapshots, m)
+                self.parallel_depth += 1
+                try:
+                    self._reverse_parallel_for(op, m, tapes.get(op))
+                finally:
+                    self.parallel_depth -= 1
+                self.restore_snapshots(tapes[op].snapshots, m)
             elif op.name == "array_load":
                 self._accumulate_array(op, m)
             else:
                 self._reverse_op(op, m)
             self._mapping = m
+
+    def _reverse_store(self, op: Operation, m: dict[Value, Value]) -> None:
+        """``a[i] = v``: v receives the adjoint of the element, which the store overwrote
+        (so it is cleared); ``a[i] += v`` passes it on unchanged."""
+        array, value = op.operands[0], op.operands[-1]
+        self.b.location = op.location
+        indices = [m.get(v, v) for v in op.operands[1:-1]]
+        old = self.old_values.get(op)
+        if old is not None:  # the state as it was before the store
+            self.b.create("array_store", [m.get(array, array), *indices, old])
+        adjoint_array = self.adjoint_arrays.get(array)
+        if adjoint_array is None:
+            return
+        g = self.b.create("array_load", [adjoint_array, *indices]).result
+        if op.name == "array_store":
+            self.b.create("array_store", [adjoint_array, *indices, self.zero(g.type)])
+        elif op.attrs["kind"] == "sub":
+            g = self.op("neg", g)
+        self.accumulate(value, g)
 
     def _reverse_op(self, op: Operation, m: dict[Value, Value]) -> None:
         if len(op.results) != 1:
@@ -206,6 +240,7 @@ class ReverseSweep(AdjointEmitter):
             if first_carried:  # a for loop: its induction variable
                 assert tape.start is not None and tape.step is not None
                 inner[body.args[0]] = self.op("add", tape.start, self.op("mul", k_iter, tape.step))
+            self.restore_snapshots(tape.snapshots, m, k_iter)
             for k, a in enumerate(carried):
                 if a in tape.storage:
                     inner[a] = self.b.create("array_load", [tape.storage[a], k_iter]).result
@@ -233,6 +268,15 @@ class ReverseSweep(AdjointEmitter):
         for f, r in zip(free, results[len(active):]):
             self.adj[f] = r
         self._flush_registers(loads, results[first_register - 1:], tape.trip, m)
+        if tape.snapshots:  # the state as it was before the loop
+            ran = self.op("gt", tape.trip, self.b.constant(0, _INDEX))
+            then, otherwise = Block(), Block()
+            with self.b.at(then):
+                self.restore_snapshots(tape.snapshots, m, self.b.constant(0, _INDEX))
+                self.b.create("yield", [])
+            with self.b.at(otherwise):
+                self.b.create("yield", [])
+            self.b.create("if", [ran], {"types": []}, [then, otherwise], [])
 
     def _flush_registers(self, loads: dict[LoadKey, Any], sums: Sequence[Value], trip: Value,
                          m: dict[Value, Value]) -> None:
@@ -307,30 +351,34 @@ class ReverseSweep(AdjointEmitter):
             self.accumulate(init, g)
 
 
-def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Value]) -> None:
+def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Value],
+                         stateful: set[Value]) -> None:
     """Constructs whose gradient would not be exact are located errors."""
-    bases: dict[Value, Value] = {}
-    for op in body.walk():
-        if op.name in ("array_view", "array_transpose", "cast") and isinstance(
-                op.results[0].type, T.ArrayType):
-            bases[op.results[0]] = bases.get(op.operands[0], op.operands[0])
-    loaded = {bases.get(op.operands[0], op.operands[0])
-              for op in body.walk() if op.name == "array_load"}
+    bases = array_bases(body)
+    used = {v for op in body.walk() for v in op.operands}
     for op in body.walk():
         if op.name in ("tensor_map", "tensor_reduce", "tensor_assign", "tensor_matmul"):
             raise located_error(
                 "whole-array expressions cannot be differentiated yet; write the loop", op.location)
         if op.name in ("array_store", "atomic_rmw"):
-            array, value = bases.get(op.operands[0], op.operands[0]), op.operands[-1]
-            if op.name == "atomic_rmw" and any(
-                    op.result in o.operands for o in body.walk()) and value in varied:
+            target = op.operands[0]
+            array = bases.get(target, target)
+            if array in stateful and target is not array:
                 raise located_error(
-                    "the old value an atomic update returns cannot be differentiated",
+                    "an in-place update through a view cannot be differentiated yet; index "
+                    "the array itself", op.location)
+            if array in stateful and isinstance(array.type, T.ArrayType) and array.type.ndim > 3:
+                raise located_error(
+                    "in-place updates of arrays of more than 3 axes cannot be differentiated yet",
                     op.location)
-            if array in loaded:
-                raise located_error(
-                    "an array read in the kernel is also written here: gradients through "
-                    "in-place updates are not supported yet", op.location)
+            if op.name == "atomic_rmw" and (array in stateful or op.operands[-1] in varied):
+                if op.result in used:
+                    raise located_error(
+                        "the old value an atomic update returns cannot be differentiated",
+                        op.location)
+                if op.attrs["kind"] not in ("add", "sub"):
+                    raise located_error(
+                        f"an atomic {op.attrs['kind']} cannot be differentiated", op.location)
         if op.name == "call":
             raise located_error("calls that were not inlined cannot be differentiated",
                                 op.location)
