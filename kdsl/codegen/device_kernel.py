@@ -86,7 +86,6 @@ class DeviceEmitter(KernelEmitter):
         self.module.triple = NVPTX_TRIPLE
         self.module.data_layout = NVPTX_DATA_LAYOUT
         self.functions: list[DeviceFunction] = []
-        self.in_reduction_kernel = False
         version = self.module.add_metadata([ir.Constant(i32, 2), ir.Constant(i32, 0)])
         self.module.add_named_metadata("nvvmir.version", version)
 
@@ -140,7 +139,6 @@ class DeviceEmitter(KernelEmitter):
         shift = loaded[2 + ndim] if ndim > 1 else ir.Constant(i64, BLOCK_SHIFT)
         self._bind_free_values(free, loaded[2 + ndim + (1 if ndim > 1 else 0):])
         self.in_parallel = True
-        self.in_reduction_kernel = bool(types)
         x = self._sreg("tid.x")
         block_x, blocks_x = self._sreg("ctaid.x"), self._sreg("nctaid.x")
         block_y, blocks_y = self._sreg("ctaid.y"), self._sreg("nctaid.y")
@@ -181,7 +179,6 @@ class DeviceEmitter(KernelEmitter):
         self.b.ret_void()
         self._finish_function(fn)
         self.in_parallel = False
-        self.in_reduction_kernel = False
         self.functions[-1].result_slots = slots
         return self.functions[-1]
 

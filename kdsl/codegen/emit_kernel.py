@@ -37,6 +37,7 @@ from kdsl.codegen.scalar_ops import ScalarEmitter, range_length
 from kdsl.codegen.views import ArrayViews
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.ops import COMPARISONS, Trait, lookup
+from kdsl.ir.structured import ForOp, IfOp, WhileOp
 
 
 @dataclass
@@ -489,7 +490,8 @@ class KernelEmitter(ParallelLoops, ArrayViews):
                 p.add_incoming(x, block)
 
     def emit_if(self, op: Operation) -> list[Repr]:
-        cond = self.values[op.operands[0]]
+        branch = IfOp(op)
+        cond = self.values[branch.condition]
         if _speculatable(op):
             return self._emit_if_as_select(op, cond)
         fn = self.b.function
@@ -498,7 +500,7 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         merge_bb = fn.append_basic_block("if.end")
         self.b.cbranch(cond, then_bb, else_bb)
         incoming = []
-        for region, bb in zip(op.regions, (then_bb, else_bb)):
+        for region, bb in zip((branch.then_block, branch.else_block), (then_bb, else_bb)):
             self.b.position_at_end(bb)
             values = self.emit_block(region)
             incoming.append((values, self.b.block))
@@ -540,8 +542,10 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         return self.b.select(cond, a, b)
 
     def emit_for(self, op: Operation) -> list[Repr]:
-        start, stop, step, *inits = (self.values[v] for v in op.operands)
-        body = op.regions[0]
+        loop = ForOp(op)
+        start, stop, step = (self.values[v] for v in (loop.start, loop.stop, loop.step))
+        inits = [self.values[v] for v in loop.inits]
+        body = loop.body
         types = [r.type for r in op.results]
         if isinstance(step, ir.Constant) and step.constant == 1:  # iv + 1 <= stop: no overflow
             return self._counted_loop(start, stop, step, inits, types,
@@ -588,8 +592,9 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         return carried
 
     def emit_while(self, op: Operation) -> list[Repr]:
-        inits = [self.values[v] for v in op.operands]
-        before, body = op.regions
+        loop = WhileOp(op)
+        inits = [self.values[v] for v in loop.inits]
+        before, body = loop.before, loop.body
         fn = self.b.function
         pre = self.b.block
         header = fn.append_basic_block("while.cond")

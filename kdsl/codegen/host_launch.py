@@ -46,9 +46,10 @@ from kdsl.codegen.llvm_types import (
     i64,
     unflatten,
 )
-from kdsl.codegen.parallel import free_values
+from kdsl.ir.analysis import free_values, users
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.effects import element_access
+from kdsl.ir.structured import ParallelForOp
 
 HOST_ONLY_OPS = frozenset({"array_new", "array_free", "array_null", "print", "parallel_for"})
 MAX_GRID_X = 1 << 24
@@ -89,10 +90,7 @@ class HostEmitter(KernelEmitter):
         self.device = DeviceEmitter(kernel, options, f"{module_name}_device", self.sites)
         self.scratch_slots = STATUS_SLOTS
         self.scratch: ir.Value = None  # type: ignore[assignment]
-        self.users: dict[Value, list[Operation]] = {}
-        for op in kernel.walk():
-            for v in op.operands:
-                self.users.setdefault(v, []).append(op)
+        self.users = users(kernel)
 
     def emit_cuda(self, entry_name: str) -> EmittedCudaKernel:
         emitted = self.emit(entry_name)
@@ -195,11 +193,10 @@ class HostEmitter(KernelEmitter):
     # --- parallel loops -------------------------------------------------------------
 
     def emit_parallel_for(self, op: Operation) -> list[Repr]:
-        ndim = op.attrs["ndim"]
-        kinds = op.attrs["reductions"]
-        body = op.regions[0]
-        extents = [self.values[v] for v in op.operands[:ndim]]
-        inits = [self.values[v] for v in op.operands[ndim:]]
+        loop = ParallelForOp(op)
+        ndim, kinds, body = loop.ndim, op.attrs["reductions"], loop.body
+        extents = [self.values[v] for v in loop.extents]
+        inits = [self.values[v] for v in loop.inits]
         types = [r.type for r in op.results]
         free = free_values(body)
         partials = self._results_pointer()

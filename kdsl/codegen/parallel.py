@@ -31,30 +31,13 @@ from kdsl.codegen.llvm_types import (
     unflatten,
     void,
 )
+from kdsl.ir.analysis import free_values
 from kdsl.ir.core import Block, Operation, Value
+from kdsl.ir.structured import ParallelForOp
 
 MAX_THREADS = 256
 PRIVATE_COPY_LIMIT = 1 << 22  # elements; larger scatter targets stay atomic
 PRIVATE_COPY_RATIO = 4  # privatise when iterations >= RATIO * elements
-
-
-def free_values(block: Block) -> list[Value]:
-    """Values used in ``block`` (and its regions) but defined outside it, in first-use order."""
-    defined: set[Value] = set()
-    used: dict[Value, None] = {}
-
-    def visit(b: Block) -> None:
-        defined.update(b.args)
-        for op in b.ops:
-            for v in op.operands:
-                if v not in defined:
-                    used.setdefault(v, None)
-            for r in op.regions:
-                visit(r)
-            defined.update(op.results)
-
-    visit(block)
-    return [v for v in used if v not in defined]
 
 
 def scatter_targets(body: Block, free: list[Value]) -> list[Value]:
@@ -146,12 +129,12 @@ class ParallelLoops:
         return level(0, [], accs)
 
     def _serial_parallel_for(self, op: Operation) -> list[Repr]:
-        ndim = op.attrs["ndim"]
-        extents = [self.values[v] for v in op.operands[:ndim]]
-        inits = [self.values[v] for v in op.operands[ndim:]]
+        loop = ParallelForOp(op)
+        extents = [self.values[v] for v in loop.extents]
+        inits = [self.values[v] for v in loop.inits]
         types = [r.type for r in op.results]
         return self._nested_loops(extents, ir.Constant(i64, 0), extents[0], inits, types,
-                                  op.regions[0])
+                                  loop.body)
 
     def _for_each_element(self, shape: list[ir.Value],
                           body: Callable[[list[ir.Value]], None]) -> None:
@@ -260,11 +243,10 @@ class ParallelLoops:
         return ArrayView(data, list(view.shape), strides)
 
     def _outlined_parallel_for(self, op: Operation) -> list[Repr]:
-        ndim = op.attrs["ndim"]
-        kinds = op.attrs["reductions"]
-        body = op.regions[0]
-        extents = [self.values[v] for v in op.operands[:ndim]]
-        inits = [self.values[v] for v in op.operands[ndim:]]
+        loop = ParallelForOp(op)
+        ndim, kinds, body = loop.ndim, op.attrs["reductions"], loop.body
+        extents = [self.values[v] for v in loop.extents]
+        inits = [self.values[v] for v in loop.inits]
         types = [r.type for r in op.results]
         free = free_values(body)  # the extents too: the body may use them
         nthreads = self._thread_count()

@@ -23,7 +23,7 @@ from kdsl.frontend.scope import TypeTable, VariableType
 from kdsl.frontend.source import FunctionSource, read_function
 from kdsl.frontend.statements import RETURN_FLAG, StatementLowering
 from kdsl.frontend.values import Static, TupleValue
-from kdsl.ir.core import Block, Function, Value
+from kdsl.ir.core import Function, Value
 from kdsl.ir.passes.drop_index_wraps import drop_index_wraps
 
 MAX_TYPE_ROUNDS = 6
@@ -232,7 +232,3 @@ def lower_kernel(
     context.capture_types = params[len(params) - stream - len(context.captures):len(params) - stream]
     function, results = lower_function(source, params, context, True, source.name)
     return function, context, results
-
-
-def empty_block() -> Block:
-    return Block()

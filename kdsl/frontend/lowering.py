@@ -44,10 +44,6 @@ class CompileContext:
     uses_random: bool = False  # the kernel draws random numbers: it takes their stream
 
 
-class RebuildNeeded(Exception):
-    """The lowering found types it did not assume; it must run again."""
-
-
 class LoweringBase:
     """Variables, weak typing and the helpers every lowering mixin uses."""
 
@@ -69,9 +65,7 @@ class LoweringBase:
         self.placeholders: set[Value] = set()
         self.loops: list[LoopFrame] = []
         self.parallel_depth = 0
-        self.return_names: list[str] = []
         self.uses_return_flag = False
-        self.final_return: ast.Return | None = None
         self.needs_rebuild = False
         self.assumptions: list[tuple[str, VariableType]] = []
         self.loop_depth_counter = 0

@@ -770,10 +770,6 @@ class StatementLowering(StaticLoopLowering):
         return kinds
 
 
-def _unused() -> None:
-    pass
-
-
 def _reduction_form(stmt: ast.AST) -> tuple[str | None, str]:
     if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
         kind = _AUG_REDUCTIONS.get(type(stmt.op))

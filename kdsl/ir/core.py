@@ -117,6 +117,11 @@ class Module:
     kernel: Function
     funcs: dict[str, Function] = field(default_factory=dict)
 
+    @property
+    def functions(self) -> list[Function]:
+        """The kernel, then every func."""
+        return [self.kernel, *self.funcs.values()]
+
 
 def replace_all_uses(root: Block, old: Value, new: Value) -> None:
     """Replaces every use of ``old`` by ``new`` in ``root`` and its nested regions."""

@@ -13,6 +13,7 @@ import numpy as np
 from kdsl import types as T
 from kdsl.ir.core import Block, Function, Module, Operation, Value
 from kdsl.ir.math_builtins import MATH_FUNCTIONS
+from kdsl.ir.structured import ForOp, IfOp, ParallelForOp, WhileOp
 
 
 class InterpreterError(Exception):
@@ -221,37 +222,39 @@ class Interpreter:
     # --- control flow -----------------------------------------------------------------
 
     def op_if(self, op: Operation, args: list, env: dict) -> list:
-        return self.block(op.regions[0] if args[0] else op.regions[1], env)
+        branch = IfOp(op)
+        return self.block(branch.then_block if env[branch.condition] else branch.else_block, env)
 
     def op_for(self, op: Operation, args: list, env: dict) -> list:
-        start, stop, step, *carried = args
-        body = op.regions[0]
-        iv = int(start)
-        while iv < int(stop):
-            env.update(zip(body.args, [np.int64(iv), *carried]))
-            carried = self.block(body, env)
-            iv += int(step)
+        loop = ForOp(op)
+        carried = [env[v] for v in loop.inits]
+        iv, stop, step = int(env[loop.start]), int(env[loop.stop]), int(env[loop.step])
+        while iv < stop:
+            env[loop.iv] = np.int64(iv)
+            env.update(zip(loop.carried, carried))
+            carried = self.block(loop.body, env)
+            iv += step
         return carried
 
     def op_parallel_for(self, op: Operation, args: list, env: dict) -> list:
-        ndim = op.attrs["ndim"]
-        extents, carried = [int(e) for e in args[:ndim]], args[ndim:]
-        body = op.regions[0]
-        for ivs in np.ndindex(*extents):
-            env.update(zip(body.args, [np.int64(i) for i in ivs] + list(carried)))
-            carried = self.block(body, env)
+        loop = ParallelForOp(op)
+        carried = [env[v] for v in loop.inits]
+        for ivs in np.ndindex(*[int(env[e]) for e in loop.extents]):
+            env.update(zip(loop.ivs, [np.int64(i) for i in ivs]))
+            env.update(zip(loop.partials, carried))
+            carried = self.block(loop.body, env)
         return list(carried)
 
     def op_while(self, op: Operation, args: list, env: dict) -> list:
-        before, body = op.regions
-        carried = list(args)
+        loop = WhileOp(op)
+        carried = [env[v] for v in loop.inits]
         while True:
-            env.update(zip(before.args, carried))
-            (cond,) = self.block(before, env)
+            env.update(zip(loop.before.args, carried))
+            (cond,) = self.block(loop.before, env)
             if not cond:
                 return carried
-            env.update(zip(body.args, carried))
-            carried = self.block(body, env)
+            env.update(zip(loop.body.args, carried))
+            carried = self.block(loop.body, env)
 
     def op_call(self, op: Operation, args: list, env: dict) -> list:
         return self.run(self.funcs[op.attrs["callee"]], args)

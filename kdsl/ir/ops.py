@@ -19,6 +19,7 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.ir.math_builtins import MATH_FUNCTIONS, Result
+from kdsl.ir.structured import FOR_BOUNDS
 
 
 class Trait(enum.Flag):
@@ -59,7 +60,6 @@ class OpDef:
     traits: Trait
     result_types: TypeRule
     fold: Folder | None = None
-    num_regions: int = 0
     doc: str = ""
     # effect on each array operand by position; the last entry also covers every operand
     # after it (operands that are not arrays are never affected)
@@ -235,15 +235,6 @@ def _fold_numpy(fn: Callable[..., Any]) -> Folder:
     return fold
 
 
-def _int_division_safe(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    def safe(a: Any, b: Any) -> Any:
-        if b == 0 and not isinstance(b, np.floating):
-            return None
-        return fn(a, b)
-
-    return safe
-
-
 def _fold_guarded(fn: Callable[..., Any]) -> Folder:
     inner = _fold_numpy(fn)
 
@@ -407,16 +398,16 @@ register(OpDef("range_length", PURE, lambda ts, a: [T.i64], _fold_range_length,
 
 # Structured control flow.
 register(OpDef(
-    "for", Trait.NONE, _loop_carried(lambda a: 3), num_regions=1,
+    "for", Trait.NONE, _loop_carried(lambda a: FOR_BOUNDS),
     doc="for (start, stop, step, *init) body(iv, *carried) -> carried; step > 0",
 ))
 register(OpDef(
-    "parallel_for", Trait.NONE, _loop_carried(lambda a: a["ndim"]), num_regions=1,
+    "parallel_for", Trait.NONE, _loop_carried(lambda a: a["ndim"]),
     doc="parallel_for (*extents, *init) body(*ivs, *partials); attrs reductions",
 ))
-register(OpDef("if", Trait.NONE, _from_attr_list("types"), num_regions=2))
+register(OpDef("if", Trait.NONE, _from_attr_list("types")))
 register(OpDef(
-    "while", Trait.NONE, _loop_carried(lambda a: 0), num_regions=2,
+    "while", Trait.NONE, _loop_carried(lambda a: 0),
     doc="while (*init) before(*carried) -> condition; body(*carried) -> yield",
 ))
 register(OpDef("yield", Trait.TERMINATOR, _none))
@@ -429,5 +420,3 @@ register(OpDef("call", Trait.SIDE_EFFECT, _from_attr_list("types"), memory=(READ
 register(OpDef("print", Trait.SIDE_EFFECT, _none, doc="attrs parts: text or None per operand"))
 register(OpDef("assert", Trait.SIDE_EFFECT, _none, doc="attrs message, site"))
 register(OpDef("raise_index_error", Trait.SIDE_EFFECT, _none, doc="operands index, size"))
-
-LOOP_OPS = ("for", "parallel_for", "while")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from kdsl import types as T
 from kdsl.ir.core import Block, Operation, Value
+from kdsl.ir.structured import ForOp, ParallelForOp, WhileOp
 
 _BOTH = frozenset({"add", "mul", "floordiv", "min", "bit_or", "bit_xor"})
 _EITHER = frozenset({"max", "bit_and"})
@@ -60,9 +61,9 @@ class NonNegative:
 
     def _region_args(self, op: Operation) -> None:
         if op.name == "parallel_for":
-            self.known.update(op.regions[0].args[: op.attrs["ndim"]])
-        elif op.name == "for" and op.operands[0] in self:
-            self.known.add(op.regions[0].args[0])
+            self.known.update(ParallelForOp(op).ivs)
+        elif op.name == "for" and ForOp(op).start in self:
+            self.known.add(ForOp(op).iv)
         self.known.update(a for a in _carried_args(op) if a in self.assumed)
 
     def _result(self, op: Operation, k: int) -> bool:
@@ -112,13 +113,12 @@ def _carried_sources(op: Operation) -> list[tuple[Value, list[Value]]]:
     """Each carried block argument with every value that can flow into it. The body of a
     ``while`` takes the values its condition region was given."""
     if op.name == "for":
-        body = op.regions[0]
-        yielded = body.ops[-1].operands
-        inits = op.operands[3:]
-        return [(arg, [init, y]) for arg, init, y in zip(body.args[1:], inits, yielded)]
+        loop = ForOp(op)
+        yielded = loop.body.ops[-1].operands
+        return [(arg, [init, y]) for arg, init, y in zip(loop.carried, loop.inits, yielded)]
     if op.name == "while":
-        before, body = op.regions
-        yielded = body.ops[-1].operands
-        pairs = [(arg, [init, y]) for arg, init, y in zip(before.args, op.operands, yielded)]
-        return pairs + [(arg, [v]) for arg, v in zip(body.args, before.args)]
+        cycle = WhileOp(op)
+        yielded = cycle.body.ops[-1].operands
+        pairs = [(arg, [init, y]) for arg, init, y in zip(cycle.before.args, cycle.inits, yielded)]
+        return pairs + [(arg, [v]) for arg, v in zip(cycle.body.args, cycle.before.args)]
     return []

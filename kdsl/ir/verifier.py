@@ -4,8 +4,9 @@ types follow its registry rule, and every region ends in the right terminator.""
 from __future__ import annotations
 
 from kdsl import types as T
-from kdsl.ir.core import Block, Function, Operation, Value
+from kdsl.ir.core import Block, Function, Module, Operation, Value
 from kdsl.ir.ops import REGISTRY, OpTypeError, Trait
+from kdsl.ir.structured import IfOp, loop_inits
 
 
 class VerificationError(Exception):
@@ -51,9 +52,9 @@ def _check_regions(op: Operation, context: str) -> None:
         if last is None or last.name != terminator:
             _fail(op, context, f"a region must end in '{terminator}'")
     carried = [r.type for r in op.results]
-    if op.name in ("for", "parallel_for", "while"):
-        skip = {"for": 3, "parallel_for": op.attrs.get("ndim", 0), "while": 0}[op.name]
-        initial = [v.type for v in op.operands[skip:]]
+    inits = loop_inits(op)
+    if inits is not None:
+        initial = [v.type for v in inits]
         if initial != carried:
             _fail(op, context, f"initial values {initial} but the loop carries {carried}")
         body_args = [a.type for a in op.regions[-1].args[len(op.regions[-1].args) - len(carried):]]
@@ -64,11 +65,12 @@ def _check_regions(op: Operation, context: str) -> None:
         if yielded != carried:
             _fail(op, context, f"body yields {yielded} but the loop carries {carried}")
     if op.name == "if":
-        for region in op.regions:
+        branch = IfOp(op)
+        for region in (branch.then_block, branch.else_block):
             yielded = [v.type for v in region.ops[-1].operands]
             if yielded != carried:
                 _fail(op, context, f"a branch yields {yielded} but the if gives {carried}")
-        if op.operands[0].type != T.bool_:
+        if branch.condition.type != T.bool_:
             _fail(op, context, "the condition must be a bool")
 
 
@@ -86,6 +88,12 @@ def _verify_block(block: Block, visible: set[Value], context: str) -> None:
         for region in op.regions:
             _verify_block(region, scope, context)
         scope.update(op.results)
+
+
+def verify_module(module: Module, context: str = "verify") -> None:
+    """Verifies the kernel and every func of ``module``."""
+    for function in module.functions:
+        verify_function(function, context)
 
 
 def verify_function(fn: Function, context: str = "verify") -> None:

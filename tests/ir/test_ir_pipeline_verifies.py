@@ -12,7 +12,7 @@ import kdsl as kd
 from kdsl.frontend.function import lower_kernel
 from kdsl.ir.core import Module
 from kdsl.ir.passes.pipeline import PIPELINE, PassOptions, run_pipeline
-from kdsl.ir.verifier import verify_function
+from kdsl.ir.verifier import VerificationError, verify_module
 from kdsl.runtime.arguments import variable_types
 
 
@@ -174,11 +174,9 @@ def lower(kernel, args, debug):
 @pytest.mark.parametrize("kernel, make", CASES, ids=[k.__name__ for k, _ in CASES])
 def test_every_stage_verifies(kernel, make, debug):
     module = lower(kernel, make(), debug)
-    verify_function(module.kernel, context="frontend")
-    for func in module.funcs.values():
-        verify_function(func, context="frontend")
+    verify_module(module, context="frontend")
     run_pipeline(module, PassOptions(debug=debug), verify=True)
-    verify_function(module.kernel, context="optimized")
+    verify_module(module, context="optimized")
     names = {op.name for op in module.kernel.walk()}
     assert "call" not in names
     assert ("raise_index_error" in names) == (debug and any(
@@ -211,4 +209,18 @@ def test_pipeline_stages_are_named():
         assert name in names
     assert names[0] == "inline"
     assert names.index("simplify") < names.index("demote-atomics")
-    assert [p.name for p in PIPELINE if p.only_in_debug] == ["bounds-checks"]
+    debug_only = [p.name for p in PIPELINE if p.when(PassOptions(debug=True))
+                  and not p.when(PassOptions(debug=False))]
+    assert debug_only == ["bounds-checks"]
+
+
+def test_funcs_are_verified_and_simplified_too():
+    module = lower(calls_funcs, (np.linspace(-2, 2, 8).astype(np.float32),), False)
+    run_pipeline(module, PassOptions(), verify=True)
+    func = module.funcs["scaled_step"] if "scaled_step" in module.funcs else next(
+        f for f in module.funcs.values() if "scaled_step" in f.name)
+    names = [op.name for op in func.walk()]
+    assert "call" not in names  # funcs have their own callees inlined
+    func.body.ops.insert(0, func.body.ops[-1])  # a return before the end: broken
+    with pytest.raises(VerificationError, match="'return'"):
+        verify_module(module)

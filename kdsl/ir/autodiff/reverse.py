@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kdsl import types as T
+from kdsl.ir.analysis import free_values
 from kdsl.ir.autodiff.activity import is_float
 from kdsl.ir.autodiff.emitter import (
     _SKIPPED_WHEN_RECOMPUTING,
@@ -20,24 +21,6 @@ from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import lookup
 
 _INDEX = T.i64
-
-
-def free_values(blocks: Sequence[Block]) -> list[Value]:
-    """Values used in ``blocks`` but defined outside them, in order of first use."""
-    defined: set[Value] = set()
-    for block in blocks:
-        defined.update(block.args)
-        for op in block.walk():
-            defined.update(op.results)
-            for region in op.regions:
-                defined.update(region.args)
-    seen: dict[Value, None] = {}
-    for block in blocks:
-        for op in block.walk():
-            for v in op.operands:
-                if v not in defined:
-                    seen.setdefault(v, None)
-    return list(seen)
 
 
 def _defined_in(block: Block) -> set[Value]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl import types as T
+from kdsl.ir.analysis import definitions
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import ElementAccess, element_access
 
@@ -107,8 +108,7 @@ def _visit(block: Block, mapping: dict[Value, Value], definitions: dict[Value, O
 
 def run(module: Module, options: Any = None) -> None:
     mapping: dict[Value, Value] = {}
-    definitions = {r: op for op in module.kernel.walk() for r in op.results}
-    _visit(module.kernel.body, mapping, definitions)
+    _visit(module.kernel.body, mapping, definitions(module.kernel))
     # uses after the access now read the if's results; the yield inside keeps the original
     for op in module.kernel.walk():
         if op in _GUARD_YIELDS:

@@ -37,6 +37,7 @@ def _visit(block: Block, table: dict[Any, list[Value]], mapping: dict[Value, Val
 
 
 def run(module: Module, options: Any = None) -> None:
-    mapping: dict[Value, Value] = {}
-    _visit(module.kernel.body, {}, mapping)
-    remap_operands(module.kernel.body, mapping)
+    for function in module.functions:
+        mapping: dict[Value, Value] = {}
+        _visit(function.body, {}, mapping)
+        remap_operands(function.body, mapping)

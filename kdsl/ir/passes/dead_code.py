@@ -29,6 +29,6 @@ def _sweep(block: Block, counts: dict[Any, int]) -> bool:
 
 
 def run(module: Module, options: Any = None) -> None:
-    body = module.kernel.body
-    while _sweep(body, use_counts(body)):
-        pass
+    for function in module.functions:
+        while _sweep(function.body, use_counts(function.body)):
+            pass

@@ -12,6 +12,7 @@ from typing import Any
 
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import element_access, view_source
+from kdsl.ir.structured import ParallelForOp
 
 
 def _demote(op: Operation) -> list[Operation]:
@@ -59,7 +60,7 @@ def _visit(
     out = []
     for op in block.ops:
         if op.name == "parallel_for":
-            ivs = tuple(op.regions[0].args[: op.attrs["ndim"]])
+            ivs = tuple(ParallelForOp(op).ivs)
             inner_ivs = parallel_ivs + ivs
             inner_shared = shared | _shared_writes(op.regions[0], inner_ivs, views)
             _visit(op.regions[0], inner_ivs, used, inner_shared, views)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kdsl.ir.analysis import users
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import allocates, view_source
 
@@ -28,15 +29,15 @@ def _escapes(array: Value, users: dict[Value, list[Operation]]) -> bool:
     return False
 
 
-def _visit(block: Block, users: dict[Value, list[Operation]], top: bool) -> None:
+def _visit(block: Block, users_of: dict[Value, list[Operation]], top: bool) -> None:
     for op in block.ops:
         for region in op.regions:
-            _visit(region, users, False)
+            _visit(region, users_of, False)
     if top:
         return  # arrays of the call itself are released when it returns
     frees = [
         Operation("array_free", [op.result], [], {}, None, op.location)
-        for op in block.ops if allocates(op) and not _escapes(op.result, users)
+        for op in block.ops if allocates(op) and not _escapes(op.result, users_of)
     ]
     if frees:
         terminator = block.ops[-1] if block.ops and block.ops[-1].name in _ESCAPES else None
@@ -47,8 +48,4 @@ def _visit(block: Block, users: dict[Value, list[Operation]], top: bool) -> None
 
 
 def run(module: Module, options: Any = None) -> None:
-    users: dict[Value, list[Operation]] = {}
-    for op in module.kernel.walk():
-        for v in op.operands:
-            users.setdefault(v, []).append(op)
-    _visit(module.kernel.body, users, True)
+    _visit(module.kernel.body, users(module.kernel), True)

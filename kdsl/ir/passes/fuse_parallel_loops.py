@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kdsl.ir.analysis import definitions
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import allocates, element_access, has_effect, view_source
 from kdsl.ir.ops import Trait, lookup
 from kdsl.ir.rewrite import clone_block, remap_operands
+from kdsl.ir.structured import ParallelForOp
 
 
 def _accesses(loop: Operation) -> list[tuple[Value, list[Value], bool]]:
@@ -39,7 +41,7 @@ def _has_ordered_effects(loop: Operation) -> bool:
 class _Fuser:
     def __init__(self, module: Module) -> None:
         body = module.kernel.body
-        self.definitions = {r: op for op in body.walk() for r in op.results}
+        self.definitions = definitions(body)
         self.mapping: dict[Value, Value] = {}
 
     def base(self, array: Value) -> Value:
@@ -64,19 +66,18 @@ class _Fuser:
         return len(indices) == len(ivs) and all(i is v for i, v in zip(indices, ivs))
 
     def legal(self, first: Operation, second: Operation) -> bool:
-        ndim = first.attrs["ndim"]
         if first.attrs.get("many_updates") or second.attrs.get("many_updates"):
             return False  # a scatter-heavy loop nest (a reverse sweep) is optimised best alone
-        if second.attrs["ndim"] != ndim or any(
-            x is not y for x, y in zip(first.operands[:ndim], second.operands[:ndim])
+        nest_a, nest_b = ParallelForOp(first), ParallelForOp(second)
+        if nest_a.ndim != nest_b.ndim or any(
+            x is not y for x, y in zip(nest_a.extents, nest_b.extents)
         ):
             return False
         if self.reads_results_of(second, first):
             return False  # the second loop reads a reduction of the first
         if _has_ordered_effects(first) or _has_ordered_effects(second):
             return False  # prints, errors, allocations keep their order
-        ivs_first = list(first.regions[0].args[:ndim])
-        ivs_second = list(second.regions[0].args[:ndim])
+        ivs_first, ivs_second = nest_a.ivs, nest_b.ivs
         accesses_first, accesses_second = _accesses(first), _accesses(second)
         for array_a, index_a, write_a in accesses_first:
             for array_b, index_b, write_b in accesses_second:
@@ -91,11 +92,11 @@ class _Fuser:
         return True
 
     def fuse(self, first: Operation, second: Operation) -> Operation:
-        ndim = first.attrs["ndim"]
-        a_body, b_body = first.regions[0], second.regions[0]
-        b_clone = clone_block(b_body, {})
+        nest_a, nest_b = ParallelForOp(first), ParallelForOp(second)
+        ndim, a_body = nest_a.ndim, nest_a.body
+        b_clone = clone_block(nest_b.body, {})
         # the second loop's variables are the first loop's
-        remap = dict(zip(b_clone.args[:ndim], a_body.args[:ndim]))
+        remap = dict(zip(b_clone.args[:ndim], nest_a.ivs))
         body = Block(list(a_body.args) + list(b_clone.args[ndim:]))
         a_yield, b_yield = a_body.ops[-1], b_clone.ops[-1]
         for op in a_body.ops[:-1] + b_clone.ops[:-1]:
@@ -105,7 +106,7 @@ class _Fuser:
         remap_operands(body, remap)
         fused = Operation(
             "parallel_for",
-            list(first.operands) + list(second.operands[ndim:]),
+            list(first.operands) + list(nest_b.inits),
             [r.type for r in first.results] + [r.type for r in second.results],
             {"ndim": ndim, "reductions": tuple(first.attrs["reductions"])
              + tuple(second.attrs["reductions"])},

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl import types as T
+from kdsl.ir.analysis import definitions, users
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Module, Operation, Value, use_counts
 from kdsl.ir.effects import has_side_effects, view_source
@@ -44,12 +45,9 @@ class TensorLowerer:
     def __init__(self, module: Module) -> None:
         self.module = module
         body = module.kernel.body
-        self.definitions = {r: op for op in body.walk() for r in op.results}
+        self.definitions = definitions(body)
         self.uses = use_counts(body)
-        self.users: dict[Value, list[Operation]] = {}
-        for op in body.walk():
-            for v in op.operands:
-                self.users.setdefault(v, []).append(op)
+        self.users = users(body)
         self.fused: set[Value] = set()
         self.mapping: dict[Value, Value] = {}
         self.deferred: dict[Value, Operation] = {}  # products waiting for their epilogue

@@ -31,13 +31,22 @@ class PassOptions:
     gradient: tuple[int, ...] | None = None  # differentiate w.r.t. these arguments
 
 
+def always(options: PassOptions) -> bool:
+    return True
+
+
+def in_debug(options: PassOptions) -> bool:
+    return options.debug
+
+
 @dataclass(frozen=True)
 class Pass:
-    """A named transformation of a module, in place."""
+    """A named transformation of a module, in place, run when ``when`` holds for the
+    options."""
 
     name: str
     run: Callable[[Module, PassOptions], None]
-    only_in_debug: bool = False
+    when: Callable[[PassOptions], bool] = always
 
 
 PIPELINE: tuple[Pass, ...] = (
@@ -46,7 +55,7 @@ PIPELINE: tuple[Pass, ...] = (
     Pass("autodiff", differentiate.run),
     Pass("lower-tensors", lower_tensors.run),
     # before anything can delete an access whose value is unused: its check stays
-    Pass("bounds-checks", bounds_checks.run, only_in_debug=True),
+    Pass("bounds-checks", bounds_checks.run, when=in_debug),
     Pass("simplify", simplify.run),
     Pass("share-reciprocals", share_reciprocals.run),
     Pass("cse", cse.run),
@@ -71,16 +80,16 @@ def run_pipeline(
     verify: bool = False,
 ) -> Module:
     """Runs the passes in order; ``stop_after`` names the last stage to run."""
-    from kdsl.ir.verifier import verify_function
+    from kdsl.ir.verifier import verify_module
 
     if stop_after == "frontend":
         return module
     for p in PIPELINE:
-        if p.only_in_debug and not options.debug:
+        if not p.when(options):
             continue
         p.run(module, options)
         if verify:
-            verify_function(module.kernel, context=f"after {p.name}")
+            verify_module(module, context=f"after {p.name}")
         if stop_after == p.name:
             break
     return module

@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from kdsl import types as T
+from kdsl.ir.analysis import definitions
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.location import UNKNOWN_LOCATION
 from kdsl.ir.rewrite import remap_operands
@@ -37,7 +38,7 @@ def _is_one(value: Value, definitions: dict[Value, Operation]) -> bool:
 class _Rewriter:
     def __init__(self, module: Module) -> None:
         self.body = module.kernel.body
-        self.definitions = {r: op for op in self.body.walk() for r in op.results}
+        self.definitions = definitions(self.body)
         self.parent: dict[Operation, Block] = {}
         self.argument_block: dict[Value, Block] = {a: self.body for a in self.body.args}
         self._index_blocks(self.body)

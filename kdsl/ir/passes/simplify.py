@@ -183,6 +183,7 @@ def _is_additive_identity(value: Any, t: T.ScalarType) -> bool:
 
 
 def run(module: Module, options: Any = None) -> None:
-    simplifier = _Simplifier()
-    simplifier.block(module.kernel.body)
-    remap_operands(module.kernel.body, simplifier.mapping)
+    for function in module.functions:
+        simplifier = _Simplifier()
+        simplifier.block(function.body)
+        remap_operands(function.body, simplifier.mapping)

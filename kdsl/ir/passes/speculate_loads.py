@@ -12,6 +12,7 @@ from typing import Any
 
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import has_effect
+from kdsl.ir.structured import ForOp, ParallelForOp
 
 
 class _Facts:
@@ -25,12 +26,14 @@ class _Facts:
                 self.definition[r] = op
         for op in body.walk():
             if op.name == "for":
-                start, stop, step = op.operands[:3]
-                if self._constant(start, lambda v: v >= 0) and self._constant(step, lambda v: v > 0):
-                    self.upper_bound[op.regions[0].args[0]] = stop
+                loop = ForOp(op)
+                if self._constant(loop.start, lambda v: v >= 0) and self._constant(
+                    loop.step, lambda v: v > 0
+                ):
+                    self.upper_bound[loop.iv] = loop.stop
             elif op.name == "parallel_for":
-                ndim = op.attrs["ndim"]
-                for iv, extent in zip(op.regions[0].args[:ndim], op.operands[:ndim]):
+                nest = ParallelForOp(op)
+                for iv, extent in zip(nest.ivs, nest.extents):
                     self.upper_bound[iv] = extent
 
     def _constant(self, v: Value, test: Any) -> bool:

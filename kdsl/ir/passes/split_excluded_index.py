@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl import types as T
+from kdsl.ir.analysis import definitions
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import has_side_effects
 from kdsl.ir.rewrite import clone_block, remap_operands
+from kdsl.ir.structured import ForOp
 
 
 def _constant(op: Operation | None, value: Any) -> bool:
@@ -23,7 +25,7 @@ def _constant(op: Operation | None, value: Any) -> bool:
 class _Splitter:
     def __init__(self, module: Module) -> None:
         self.body = module.kernel.body
-        self.definitions = {r: op for op in self.body.walk() for r in op.results}
+        self.definitions = definitions(self.body)
         self.mapping: dict[Value, Value] = {}
 
     def visit(self, block: Block) -> None:
@@ -63,7 +65,7 @@ class _Splitter:
         return guard, compare, excluded
 
     def split(self, loop: Operation) -> list[Operation] | None:
-        start, stop, step = loop.operands[:3]
+        start, stop, step = ForOp(loop).start, ForOp(loop).stop, ForOp(loop).step
         if not _constant(self.definitions.get(step), 1):
             return None
         found = self._guard(loop)
@@ -86,7 +88,7 @@ class _Splitter:
         lower_after = make("max", [after.result, start])
         clamped = make("min", [lower_after.result, stop])
         second_start = make("select", [beyond.result, stop, clamped.result], type=T.i64)
-        inits = loop.operands[3:]
+        inits = ForOp(loop).inits
         first = self._loop(loop, guard, start, first_stop.result, step, list(inits))
         second = self._loop(loop, guard, second_start.result, stop, step, list(first.results))
         for old, new in zip(loop.results, second.results):
