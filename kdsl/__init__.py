@@ -48,6 +48,7 @@ from kdsl.runtime.cuda.driver import CudaError
 from kdsl.runtime.gradient import check_grad, grad, value_and_grad
 from kdsl.runtime.kernel import Func, Kernel, func, kernel
 from kdsl.runtime.threads import get_num_threads, set_num_threads
+from kdsl.searching import argmax, argmin
 from kdsl.types import (
     Array,
     bool_,
@@ -81,7 +82,7 @@ __version__ = "0.1.0"
 globals().update(_MATH)  # kd.sqrt, kd.erf, ...: kdsl/ir/math_builtins.py
 
 __all__ = [
-    "Array", "CompileError", "CudaArray", "CudaError", "DeviceArray", "Func", "Kernel", "abs", "array",
+    "Array", "CompileError", "CudaArray", "CudaError", "DeviceArray", "Func", "Kernel", "abs", "argmax", "argmin", "array",
     "atomic_add", "atomic_max", "atomic_min", "atomic_sub", "bool_", "ceil", "clamp",
     "cross", "determinant", "dot", "empty", "f32", "f64", "floor", "from_dlpack", "full", "func", "get_num_threads",
     "i8", "i16", "i32", "i64", "inverse", "ivec2", "ivec3", "ivec4", "kernel", "length", "mat22",

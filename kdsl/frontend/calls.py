@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kdsl import builtins as kb
+from kdsl import searching
 from kdsl import types as T
 from kdsl.frontend.math_calls import math_call
 from kdsl.frontend.tensors import is_array, reduction_arguments
@@ -318,7 +319,8 @@ def _construct(lo: FunctionLowering, node: ast.Call, t: Any, args: list) -> Valu
     return lo.op("make_vector", *scalars, type=t)
 
 
-_REDUCERS = (kb.sum, kb.mean, kb.min, kb.max, np.sum, np.mean, np.min, np.max, np.amin, np.amax)
+_REDUCERS = (kb.sum, kb.mean, kb.min, kb.max, np.sum, np.mean, np.min, np.max, np.amin, np.amax,
+             searching.argmin, searching.argmax, np.argmin, np.argmax)
 
 # --- new arrays ----------------------------------------------------------------------
 
@@ -457,7 +459,8 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
     lo.error(f"'{name}' cannot be called in a kernel: decorate it with @kd.func", node)
 
 
-from kdsl.frontend import random_draws  # noqa: E402, F401  (registers kd.random and friends)
+# these register their builtins (kd.argmin, kd.argmax; kd.random, kd.randn, kd.randint)
+from kdsl.frontend import arg_extremes, random_draws  # noqa: E402, F401
 from kdsl.frontend.matrix_calls import call_method, python_cast_message  # noqa: E402
 from kdsl.frontend.vectors import flatten  # noqa: E402
 

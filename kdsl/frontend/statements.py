@@ -17,7 +17,7 @@ import numpy as np
 
 from kdsl import builtins as kb
 from kdsl import types as T
-from kdsl.frontend import random_draws
+from kdsl.frontend import masks, random_draws
 from kdsl.frontend.analysis import (
     assigned_names,
     first_jump,
@@ -99,6 +99,11 @@ class StatementLowering(StaticLoopLowering):
         self.expr(node.value)
 
     def stmt_Assign(self, node: ast.Assign) -> None:
+        target = node.targets[0]
+        if len(node.targets) == 1 and isinstance(target, ast.Subscript) and (
+            masks.assign_through_mask(self, target, node)
+        ):
+            return
         value = self.expr(node.value)
         for target in node.targets:
             self.store(target, value, node)
@@ -124,6 +129,8 @@ class StatementLowering(StaticLoopLowering):
         if isinstance(target, ast.Subscript):
             base = self.value(target.value)
             if isinstance(base.type, T.ArrayType):
+                if masks.update_through_mask(self, base, target, op_name, node):
+                    return
                 if self.selects_view(base.type, target.slice):  # c[1:-1] += x, in place
                     view = self.array_view(base, target.slice, target)
                     self.update_in_place(view, op_name, self.value(node.value), node)

@@ -119,6 +119,9 @@ class TensorLowering(LoweringBase):
             else:
                 value = self.value(item)
                 if not isinstance(value.type, T.ScalarType) or value.type.is_float:
+                    if is_array(value) and value.type.dtype == T.bool_:
+                        self.error("reading a[mask] (a compressed copy) is not supported; "
+                                   "assign through the mask (a[mask] = v) or use kd.where", item)
                     self.error(f"array indices must be integers, got {value.type}", item)
                 operands.append(self.builder.cast(value, T.i64))
                 spec.append(("index",))
