@@ -90,9 +90,6 @@ def _words(lo: LoweringBase, node: ast.AST) -> list[Value]:
                      "the number to the func", node)
         lo.error("kd.random(), kd.randn() and kd.randint() must be named in the kernel "
                  "(as kd.random or an imported name)", node)
-    if lo.parallel_depth > 1:
-        lo.error("random numbers in a parallel loop nested in another are not supported; "
-                 "make the inner loop a range()", node)
     draw = lo.env[DRAW]
     lo.env[DRAW] = lo.op("add", draw, lo.constant(1, T.i64))
     if lo.parallel_depth == 1:
