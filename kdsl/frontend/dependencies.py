@@ -142,6 +142,9 @@ def scan_dependencies(fn: Any) -> Dependencies:
         elif getattr(obj, "__kdsl_func__", False):
             deps.funcs.append((getter, obj))
             visit(obj.py_function)
+            custom = getattr(obj, "custom_gradient", None)
+            if custom is not None:  # a hand-written gradient is part of the kernel's code
+                visit(custom.py_function)
 
     visit(fn)
     return deps

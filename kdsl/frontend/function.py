@@ -142,6 +142,10 @@ class FunctionLowering(StatementLowering):
 
     # --- calls of funcs -------------------------------------------------------------
 
+    def _lower_custom_gradient(self, fn: Any, values: list[Value],
+                               result_types: list[VariableType], node: ast.Call) -> str:
+        return _lower_custom_gradient_into(self, fn, values, result_types, node)
+
     def call_func(self, fn: Any, args: list[Any], node: ast.Call) -> Any:
         source = read_function(fn.py_function)
         params = source.tree.args.args
@@ -184,8 +188,13 @@ class FunctionLowering(StatementLowering):
             context.func_results[key] = result_types
         function = context.funcs[key]
         result_types = context.func_results[key]
+        attrs: dict[str, Any] = {"callee": function.name,
+                                 "types": [vt.type for vt in result_types]}
+        if getattr(fn, "custom_gradient", None) is not None:
+            attrs["gradient"] = self._lower_custom_gradient(fn, values, result_types, node)
+            attrs["arguments"] = len(values)
         op = self.builder.create(
-            "call", values + self.capture_values, {"callee": function.name, "types": [vt.type for vt in result_types]},
+            "call", values + self.capture_values, attrs,
             result_types=[vt.type for vt in result_types],
         )
         for r, vt in zip(op.results, result_types):
@@ -195,6 +204,36 @@ class FunctionLowering(StatementLowering):
         if len(op.results) == 1:
             return op.results[0]
         return TupleValue(tuple(op.results))
+
+
+def _lower_custom_gradient_into(lowering: FunctionLowering, fn: Any, values: list[Value],
+                                result_types: list[VariableType], node: ast.Call) -> str:
+    """Lowers ``fn``'s hand-written gradient for these argument types and the adjoint of
+    its result; returns its name (differentiation calls it, see kdsl/ir/autodiff)."""
+    gradient = fn.custom_gradient
+    source = read_function(gradient.py_function)
+    context = lowering.context
+    if len(result_types) != 1:
+        lowering.error(f"{fn.__name__}() has a hand-written gradient, so it must return one value",
+                       node)
+    params = [VariableType(v.type, lowering.is_weak(v)) for v in values]
+    params.append(VariableType(result_types[0].type, False))
+    if len(source.tree.args.args) != len(params):
+        lowering.error(f"the gradient of {fn.__name__}() takes its {len(values)} arguments and the "
+                       f"adjoint of its result, {len(params)} parameters", node)
+    key = (gradient, tuple(p.type for p in params), tuple(p.weak for p in params))
+    if key not in context.funcs:
+        name = f"{source.name}.{len(context.funcs)}"
+        function, results = lower_function(source, params + context.capture_types, context,
+                                           False, name)
+        returned = [r.type for r in results]
+        expected = [v.type for v in values]
+        if len(returned) != len(expected):
+            lowering.error(f"the gradient of {fn.__name__}() must return one adjoint per argument "
+                           f"({len(expected)}), it returns {len(returned)}", node)
+        context.funcs[key] = function
+        context.func_results[key] = results
+    return context.funcs[key].name
 
 
 def lower_function(

@@ -33,10 +33,17 @@ class Func:
 
         reject_async(fn)
         self.py_function = fn
+        self.custom_gradient: Func | None = None
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any) -> Any:
         return self.py_function(*args)
+
+    def grad(self, gradient: Callable[..., Any]) -> Func:
+        """``@f.grad`` defines f's gradient by hand: a function of f's arguments and the
+        adjoint of its result that returns one adjoint per argument (a tuple for several)."""
+        self.custom_gradient = gradient if isinstance(gradient, Func) else Func(gradient)
+        return self.custom_gradient
 
     def __repr__(self) -> str:
         return f"<kd.func {self.py_function.__qualname__}>"

@@ -14,6 +14,7 @@ from kdsl.ir.autodiff.memory import stateful_arrays, zeros_like_array
 from kdsl.ir.autodiff.reverse import ReverseSweep, check_differentiable
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Function, Module, Value
+from kdsl.ir.passes import inline_funcs
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
                                   if isinstance(fn.args[k].type, T.ArrayType)]
     module.kernel = Function(fn.name, body, [value.type, *(g.type for g in grads)], True,
                              fn.location, names, {**fn.attrs, "returns_tuple": True})
+    inline_funcs.run(module)  # the funcs with hand-written gradients, and those gradients
 
 
 def strip_stop_gradients(module: Module) -> None:

@@ -101,9 +101,24 @@ class ReverseSweep(AdjointEmitter):
                 self.restore_snapshots(tapes[op].snapshots, m)
             elif op.name == "array_load":
                 self._accumulate_array(op, m)
+            elif op.name == "call":
+                self._reverse_custom_gradient(op, m)
             else:
                 self._reverse_op(op, m)
             self._mapping = m
+
+    def _reverse_custom_gradient(self, op: Operation, m: dict[Value, Value]) -> None:
+        """A func with a hand-written gradient: call it with the arguments and the adjoint
+        of the result; it returns one adjoint per argument."""
+        count = op.attrs["arguments"]
+        arguments = [m.get(v, v) for v in op.operands[:count]]
+        captures = [m.get(v, v) for v in op.operands[count:]]
+        types = [v.type for v in op.operands[:count]]
+        call = self.b.create("call", [*arguments, self.adj[op.result], *captures],
+                             {"callee": op.attrs["gradient"], "types": types}, result_types=types)
+        for v, adjoint in zip(op.operands[:count], call.results):
+            if is_float(v.type):
+                self.accumulate(v, adjoint)
 
     def _reverse_store(self, op: Operation, m: dict[Value, Value]) -> None:
         """``a[i] = v``: v receives the adjoint of the element, which the store overwrote
@@ -362,7 +377,7 @@ def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Val
                 if op.attrs["kind"] not in ("add", "sub"):
                     raise located_error(
                         f"an atomic {op.attrs['kind']} cannot be differentiated", op.location)
-        if op.name == "call":
+        if op.name == "call" and "gradient" not in op.attrs:
             raise located_error("calls that were not inlined cannot be differentiated",
                                 op.location)
         if op.name == "parallel_for":
@@ -371,7 +386,7 @@ def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Val
                     raise located_error(
                         f"a '{kind}' reduction cannot be differentiated yet", op.location)
         if not op.regions and op.name not in ("array_load", "array_store", "atomic_rmw",
-                                              "yield", "condition", "return"):
+                                              "yield", "condition", "return", "call"):
             if any(r in varied for r in op.results) and lookup(op.name).adjoint is None:
                 raise located_error(
                     f"'{op.name}' has no derivative rule; its result cannot be differentiated",

@@ -8,12 +8,13 @@ from kdsl.ir.core import Block, Function, Module, Value
 from kdsl.ir.rewrite import clone_op, remap_operands
 
 
-def _inline_into(block: Block, funcs: dict[str, Function], mapping: dict[Value, Value]) -> None:
+def _inline_into(block: Block, funcs: dict[str, Function], mapping: dict[Value, Value],
+                 keep_custom_gradients: bool = False) -> None:
     new_ops = []
     for op in block.ops:
         for region in op.regions:
-            _inline_into(region, funcs, mapping)
-        if op.name != "call":
+            _inline_into(region, funcs, mapping, keep_custom_gradients)
+        if op.name != "call" or (keep_custom_gradients and "gradient" in op.attrs):
             new_ops.append(op)
             continue
         callee = funcs[op.attrs["callee"]]
@@ -34,12 +35,15 @@ def _inline_into(block: Block, funcs: dict[str, Function], mapping: dict[Value, 
 
 
 def run(module: Module, options: Any = None) -> None:
+    """Inlines every call; under a gradient (``options.gradient``), calls of funcs with a
+    hand-written gradient stay whole for the differentiation (which inlines them after)."""
+    keep = getattr(options, "gradient", None) is not None
     funcs = {f.name: f for f in module.funcs.values()}
     # inline inside funcs first, so that copies carry no calls
     for f in funcs.values():
         mapping: dict[Value, Value] = {}
-        _inline_into(f.body, funcs, mapping)
+        _inline_into(f.body, funcs, mapping, keep)
         remap_operands(f.body, mapping)
     mapping = {}
-    _inline_into(module.kernel.body, funcs, mapping)
+    _inline_into(module.kernel.body, funcs, mapping, keep)
     remap_operands(module.kernel.body, mapping)
