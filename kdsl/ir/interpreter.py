@@ -12,12 +12,9 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.ir.core import Block, Function, Module, Operation, Value
+from kdsl.ir.interpreter_tensors import InterpreterError, TensorOps
 from kdsl.ir.math_builtins import MATH_FUNCTIONS
 from kdsl.ir.structured import ForOp, IfOp, ParallelForOp, WhileOp
-
-
-class InterpreterError(Exception):
-    """The program did something the interpreter reports (bad index, failed assert)."""
 
 
 def _scalar(t: T.ScalarType, value: Any) -> Any:
@@ -87,8 +84,10 @@ _ELEMENTWISE: dict[str, Callable[..., Any]] = {
 }
 
 
-class Interpreter:
+class Interpreter(TensorOps):
     """Runs IR functions; ``run(fn, args)`` returns the values of its ``return``."""
+
+    elementwise = _ELEMENTWISE
 
     def __init__(self, module: Module) -> None:
         self.funcs = {f.name: f for f in module.funcs.values()}
@@ -124,6 +123,9 @@ class Interpreter:
 
     def op_cast(self, op: Operation, args: list, env: dict) -> list:
         t = op.result.type
+        if isinstance(t, T.ArrayType):  # the same memory, or its elements converted as read
+            same = t.dtype == op.operands[0].type.dtype
+            return [args[0] if same else np.asarray(args[0]).astype(T.element_scalar(t.dtype).numpy_dtype)]
         dtype = T.element_scalar(t).numpy_dtype
         with np.errstate(all="ignore"):
             source = np.asarray(args[0])
