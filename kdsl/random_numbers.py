@@ -17,8 +17,10 @@ words, so the numbers do not depend on which thread (or GPU lane) runs an iterat
   the call), counting every ``kd.random``, ``kd.randn`` and ``kd.randint`` in the order
   the iteration runs them.
 
-Each word is taken modulo 2**32. ``kernel.python`` runs the same stream, so a kernel and
-its plain-Python run give the same numbers when both start from the same ``kd.seed``.
+Each word is taken modulo 2**32. A call of a func that draws numbers is one draw of its
+caller; the first two words of that block key the func's own stream (call number 0).
+``kernel.python`` runs the same stream, so a kernel and its plain-Python run give the
+same numbers when both start from the same ``kd.seed``.
 """
 
 from __future__ import annotations
@@ -106,8 +108,8 @@ def next_call() -> tuple[int, int, int]:
 class CallStream:
     """The counters of one plain-Python run of a kernel."""
 
-    def __init__(self, kernel_code: Any) -> None:
-        self.key0, self.key1, self.call = next_call()
+    def __init__(self, kernel_code: Any, key_and_call: tuple[int, int, int] | None = None) -> None:
+        self.key0, self.key1, self.call = key_and_call or next_call()
         self.kernel_code = kernel_code
         self.loops = 0
         self.loop = SERIAL_LOOP
@@ -149,6 +151,20 @@ def run_with_stream(kernel_code: Any, fn: Any, *args: Any) -> Any:
         return fn(*args)
     finally:
         _active.stream = previous
+
+
+def call_drawing_func(fn: Any, args: tuple) -> Any:
+    """A func that draws numbers, called in a kernel's plain-Python run: the call is one
+    draw of the caller, whose first two words key the func's own stream (call 0)."""
+    caller = active_stream()
+    if caller is None:
+        return fn(*args)
+    block = caller.block()
+    _active.stream = CallStream(fn.__code__, (block[0], block[1], 0))
+    try:
+        return fn(*args)
+    finally:
+        _active.stream = caller
 
 
 def parallel_iterations(iterations: Iterable[Any], depth: int = 2) -> Iterable[Any]:

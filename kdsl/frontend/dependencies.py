@@ -31,7 +31,7 @@ class Dependencies:
     # the funcs called, with how the kernel reaches each (``helpers.f`` after reloading
     # helpers is another func)
     funcs: list[tuple[Getter, Any]] = field(default_factory=list)
-    uses_random: bool = False  # the kernel draws random numbers (kd.random, ...)
+    uses_random: bool = False  # it or a func it calls draws random numbers (kd.random, ...)
 
     def unchanged(self) -> bool:
         """Whether code compiled for these dependencies is still what the source says."""
@@ -135,7 +135,7 @@ def scan_dependencies(fn: Any) -> Dependencies:
                     _note(function, ".".join(chain), obj, getter)
 
     def _note(function: Any, name: str, obj: Any, getter: Getter) -> None:
-        if function is fn and any(obj is r for r in (random, randn, randint)):
+        if any(obj is r for r in (random, randn, randint)):
             deps.uses_random = True
         if _is_constant(obj):
             deps.constants.append((f"{function.__qualname__}:{name}", getter, obj))

@@ -85,8 +85,8 @@ class FunctionLowering(StatementLowering):
         random stream's key and call number."""
         captures = self.context.captures
         stream = hidden[len(captures):]
-        assert len(stream) == (random_draws.STREAM_PARAMETERS if self.is_kernel and
-                               self.context.uses_random else 0), "hidden parameters"
+        assert len(stream) in (0, random_draws.STREAM_PARAMETERS if self.is_kernel
+                               else random_draws.FUNC_STREAM_PARAMETERS), "hidden parameters"
         self.capture_values = [Value(vt.type, c.name) for c, vt in zip(captures, hidden)]
         self.body.args.extend(self.capture_values)
         if stream:
@@ -171,6 +171,7 @@ class FunctionLowering(StatementLowering):
                     v = self.coerce(v, annotation, node)
                     self.weak.discard(v)
             values.append(v)
+        draws = scan_dependencies(fn.py_function).uses_random
         key = (fn, tuple(v.type for v in values), tuple(self.is_weak(v) for v in values))
         context = self.context
         if key in context.in_progress:
@@ -181,6 +182,8 @@ class FunctionLowering(StatementLowering):
                 name = f"{source.name}.{len(context.funcs)}"
                 params_vt = [VariableType(v.type, self.is_weak(v)) for v in values]
                 params_vt += context.capture_types
+                if draws:
+                    params_vt += [VariableType(T.u32)] * random_draws.FUNC_STREAM_PARAMETERS
                 function, result_types = lower_function(source, params_vt, context, False, name)
             finally:
                 context.in_progress.discard(key)
@@ -193,8 +196,9 @@ class FunctionLowering(StatementLowering):
         if getattr(fn, "custom_gradient", None) is not None:
             attrs["gradient"] = self._lower_custom_gradient(fn, values, result_types, node)
             attrs["arguments"] = len(values)
+        stream = random_draws.func_stream(self, node) if draws else []
         op = self.builder.create(
-            "call", values + self.capture_values, attrs,
+            "call", values + self.capture_values + stream, attrs,
             result_types=[vt.type for vt in result_types],
         )
         for r, vt in zip(op.results, result_types):

@@ -30,6 +30,7 @@ ITERATION = "$rng_iteration"
 KEY0, KEY1, CALL = "$rng_key0", "$rng_key1", "$rng_call"
 CARRIED = (DRAW, LOOPS)  # the counters serial loops carry
 STREAM_PARAMETERS = 3  # key words and call number, after the captured arrays
+FUNC_STREAM_PARAMETERS = 2  # a func that draws: the key of its own stream
 RANDOM_BUILTINS = (rn.random, rn.randn, rn.randint)
 
 
@@ -38,9 +39,12 @@ def stream_parameter_types() -> list[VariableType]:
 
 
 def bind_stream(lo: LoweringBase, params: list[Value]) -> None:
-    """A kernel that draws numbers: its stream parameters, and counters at zero."""
+    """A kernel that draws numbers: its stream parameters (a func's stream has call number
+    0, its key says the rest), and counters at zero."""
     for name, v in zip((KEY0, KEY1, CALL), params):
         lo.env[name] = v
+    if len(params) == FUNC_STREAM_PARAMETERS:
+        lo.env[CALL] = lo.constant(0, T.i64)
     lo.env[DRAW] = lo.constant(0, T.i64)
     lo.env[LOOPS] = lo.constant(0, T.i64)
 
@@ -70,6 +74,12 @@ def end_parallel(lo: LoweringBase, loop: Value | None) -> None:
         lo.env[LOOPS] = lo.op("add", loop, lo.constant(1, T.i64))
 
 
+def func_stream(lo: LoweringBase, node: ast.AST) -> list[Value]:
+    """The key of a call's own stream, for a func that draws: the first two words of the
+    block the caller draws here (so the call counts as one draw of the caller)."""
+    return _words(lo, node)[:2]
+
+
 def check_no_draw_in(lo: LoweringBase, before: Any, node: ast.AST) -> None:
     """Conditional expressions and ``and``/``or`` evaluate a branch in an expression: a
     draw there has no place to record its count."""
@@ -85,9 +95,6 @@ def _u32(lo: LoweringBase, v: Value) -> Value:
 def _words(lo: LoweringBase, node: ast.AST) -> list[Value]:
     """The next Philox block of the running kernel: four u32 words."""
     if DRAW not in lo.env:
-        if not lo.is_kernel:
-            lo.error("random numbers are drawn in kernels only: draw in the kernel and pass "
-                     "the number to the func", node)
         lo.error("kd.random(), kd.randn() and kd.randint() must be named in the kernel "
                  "(as kd.random or an imported name)", node)
     draw = lo.env[DRAW]

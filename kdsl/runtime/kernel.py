@@ -35,8 +35,13 @@ class Func:
         self.py_function = fn
         self.custom_gradient: Func | None = None
         functools.update_wrapper(self, fn)
+        self._draws: bool | None = None
 
     def __call__(self, *args: Any) -> Any:
+        from kdsl.random_numbers import active_stream, call_drawing_func
+
+        if active_stream() is not None and self.draws_random_numbers():
+            return call_drawing_func(self.py_function, args)
         return self.py_function(*args)
 
     def grad(self, gradient: Callable[..., Any]) -> Func:
@@ -44,6 +49,14 @@ class Func:
         adjoint of its result that returns one adjoint per argument (a tuple for several)."""
         self.custom_gradient = gradient if isinstance(gradient, Func) else Func(gradient)
         return self.custom_gradient
+
+    def draws_random_numbers(self) -> bool:
+        """Whether this func (or one it calls) draws random numbers."""
+        if self._draws is None:
+            from kdsl.frontend.dependencies import scan_dependencies
+
+            self._draws = scan_dependencies(self.py_function).uses_random
+        return self._draws
 
     def __repr__(self) -> str:
         return f"<kd.func {self.py_function.__qualname__}>"

@@ -172,16 +172,11 @@ def test_random_outside_kernels_and_seed_checks():
     ("x = i > 0 and kd.random() > 0.5", "conditional expression"),
     ("x = kd.randint(0.5, 2)", "takes integers"),
     ("x = kd.random(2)", "takes no arguments"),
-    ("x = helper()", "drawn in kernels only"),
 ])
 def test_errors(body, message):
     from kdsl_cpu_util import module_from_source
 
     module = module_from_source(f"""
-        @kd.func
-        def helper():
-            return kd.random()
-
         @kd.kernel
         def k(a):
             for i in kd.prange(a.shape[0]):
@@ -223,3 +218,55 @@ def test_a_nested_parallel_loop_draws_for_the_outer_iteration():
     key = (11, 0)
     block = philox4x32((3, 2, 0, 0), key)  # draw 3 of iteration 2
     assert out[2, 3] == uniform_from_words(block[0], block[1])
+
+
+@kd.func
+def jitter(x):
+    return x + kd.random() - 0.5
+
+
+@kd.func
+def jitter_twice(x):
+    return jitter(x) + kd.randn() * 0.01
+
+
+@kd.kernel
+def with_funcs(a):
+    first = jitter_twice(1.0)
+    for i in kd.prange(a.shape[0]):
+        a[i] = jitter(a[i]) + kd.random()
+        if i % 2 == 0:
+            a[i] += jitter_twice(a[i])
+    return first
+
+
+def test_funcs_draw_from_a_stream_keyed_by_their_call():
+    a = np.arange(40.0)
+    kd.seed(3)
+    first = with_funcs(a)
+    expected = np.arange(40.0)
+    kd.seed(3)
+    expected_first = with_funcs.python(expected)
+    np.testing.assert_allclose(a, expected, rtol=1e-13)
+    assert first == pytest.approx(expected_first, rel=1e-13)
+    # a call of a func that draws is one draw of its caller: the func's key is that block
+    key = (3, 0)
+    caller = philox4x32((0, 5, 0, 0), key)  # draw 0 of iteration 5: jitter's key
+    inner = philox4x32((0, 0, SERIAL_LOOP, 0), (caller[0], caller[1]))
+    own = philox4x32((1, 5, 0, 0), key)  # draw 1 of iteration 5
+    assert a[5] == 5.0 + uniform_from_words(inner[0], inner[1]) - 0.5 + uniform_from_words(
+        own[0], own[1])
+
+
+@pytest.mark.skipif(not cuda_testing.enabled(), reason="CUDA tests are off")
+def test_funcs_draw_the_same_numbers_on_the_cuda_device():
+    kd.seed(4)
+    expected = np.arange(40.0)
+    expected_first = with_funcs.python(expected)
+    kd.seed(4)
+    with cuda_testing.on_device():
+        a = kd.array(np.arange(40.0), device="cuda")
+        first = with_funcs(a)
+        got = a.numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    assert float(first) == pytest.approx(expected_first, rel=1e-12)
