@@ -1,14 +1,18 @@
 """Random programs: hypothesis builds small kernels as Python source (expressions with
 NumPy 2 typing, if/elif/else, conditional expressions, short-circuit and chained
 conditions, serial for and while loops with break and continue, @kd.func helpers with
-several returns, loop-carried state, reductions, parallel and serial element loops),
-kdsl compiles them, and each compiled kernel must agree with its own function run as plain
-Python on random inputs.
+several returns, loop-carried state, reductions, parallel and serial element loops, one
+after the other and inside a serial time loop, loads and stores at indices that may be
+negative, histogram updates and atomics at such indices), kdsl compiles them, and each
+compiled kernel must agree with its own function run as plain Python on random inputs.
 
 The generator tracks NumPy 2 types (Python int/float literals are weak) so that every
 program has one meaning: branches of a conditional are given the same type (Python would
 otherwise let a variable's type depend on the branch taken), loop-carried variables keep
 their type, and values are kept bounded (no inf/NaN, no Python-int growth beyond int64).
+A parallel loop reduces into some of the state (integer sums, min and max: results that
+do not depend on the order of the threads) and reads the rest; its iterations write
+apart.
 
 Integer programs and float programs compiled with ``fastmath=False`` must agree bit for
 bit (every operation used is exactly rounded); float programs with the default fast-math
@@ -16,8 +20,15 @@ flags and transcendental functions agree to a tolerance.
 
 Constructs that once hit bugs (now regression tests elsewhere in tests/cpu) are avoided here
 (they would mask new failures): casts of Python scalars such as ``kd.f64(0.5)``, math
-functions of Python scalars, and arithmetic on bools. ``KDSL_FUZZ_EXAMPLES=500 pytest tests/cpu/test_cpu_random_programs.py`` hunts with
-fresh random programs.
+functions of Python scalars, and arithmetic on bools.
+
+In CI each test runs a few dozen programs. To hunt for bugs:
+
+- ``KDSL_FUZZ_EXAMPLES=500 pytest tests/cpu/test_cpu_random_programs.py`` runs that many
+  fresh programs per test (hypothesis stops at the first failure and shrinks it);
+- ``python tests/cpu/test_cpu_random_programs.py 3000 --seed 1`` runs 3000 programs of
+  every kind, reports every failure with its program and inputs, and a summary;
+  ``--start N`` with a count of N + 1 reruns program N alone.
 """
 
 import numpy as np
@@ -26,6 +37,7 @@ from hypothesis import strategies as st
 from kdsl_cpu_util import assert_same, clone, fuzz_settings, kernel_from_source
 
 PROGRAMS = fuzz_settings(40)
+MIXED = fuzz_settings(12)
 
 # --- NumPy 2 typing of the generated values --------------------------------------------
 
@@ -89,8 +101,8 @@ class ProgramGenerator:
     """Draws one kernel's source. ``kind`` is "int" (integers only), "exact" (floats and
     integers, exactly rounded operations only) or "fast" (adds transcendental functions)."""
 
-    def __init__(self, draw, kind, serial):
-        self.draw = draw
+    def __init__(self, integer, kind, serial):
+        self.integer = integer  # integer(lo, hi): a drawn integer in [lo, hi]
         self.kind = kind
         self.serial = serial
         self.lines = []
@@ -99,13 +111,19 @@ class ProgramGenerator:
         self.loop_depth = 0  # serial loops inside the element loop
         self.func_params = None  # inside a generated @kd.func: its (name, type) parameters
         self.funcs = []  # generated funcs: (name, parameter types, result type)
+        self.read_only = set()  # state a parallel loop reads but does not reduce into
 
     # helpers
     def pick(self, options):
-        return options[self.draw(st.integers(0, len(options) - 1))]
+        return options[self.integer(0, len(options) - 1)]
 
     def chance(self, p_percent):
-        return self.draw(st.integers(0, 99)) < p_percent
+        return self.integer(0, 99) < p_percent
+
+    def assignable(self, scope):
+        """The names in ``scope`` a statement may assign (not the state a parallel loop
+        reads)."""
+        return [name for name in scope if name not in self.read_only]
 
     def fresh(self, prefix="v"):
         self.counter += 1
@@ -116,7 +134,7 @@ class ProgramGenerator:
 
     # leaves
     def leaf(self):
-        literal = (str(self.draw(st.integers(-9, 9))), WEAK_INT)
+        literal = (str(self.integer(-9, 9)), WEAK_INT)
         float_literal = (self.pick(["0.5", "0.1", "1.5", "2.25", "-0.75", "3.7", "1e-3"]),
                          WEAK_FLOAT)
         if self.func_params is not None:
@@ -124,6 +142,8 @@ class ProgramGenerator:
             if self.kind != "int":
                 options.append(float_literal)
         else:
+            if self.chance(12):
+                return self.indexed_load()
             options = [("n[i]", "i64"), ("m[i]", "i32"), ("kk", WEAK_INT), ("i", WEAK_INT),
                        literal]
             if self.kind != "int":
@@ -135,6 +155,45 @@ class ProgramGenerator:
             name = self.pick(names)
             return name, self.scope[name]
         return self.pick(options)
+
+    def index(self):
+        """An index in [-size, size) for any i in [-size, size): negative ones count from
+        the end of the array."""
+        ints = [name for name, t in self.scope.items() if not is_float(t)]
+        forms = ["-1 - i", "i % size - size", "(kk * 3 - i) % (2 * size) - size",
+                 "n[i] % (2 * size) - size", "m[i] % size - size", "-size", "size - 1 + zi64"]
+        if ints:
+            forms.append(f"{self.pick(ints)} % (2 * size) - size")
+        return self.pick(forms)
+
+    def indexed_load(self):
+        arrays = [("n", "i64"), ("m", "i32")]
+        if self.kind != "int":
+            arrays += [("x", self.x_type), ("y", "f64")]
+        if self.serial:  # what earlier iterations and loops wrote (a race in parallel)
+            column = self.integer(-4, 3)
+            arrays += [(f"iout[{self.index()}, {column}]", "i64")]
+            if self.kind != "int":
+                arrays += [(f"out[{self.index()}, {column}]", "f64")]
+        name, t = self.pick(arrays)
+        return (name if "[" in name else f"{name}[{self.index()}]"), t
+
+    def int_source(self):
+        ints = [(name, t) for name, t in self.scope.items() if not is_float(t)]
+        return self.pick(ints) if ints and self.chance(60) else self.leaf_int()
+
+    def histogram_update(self, indent):
+        """An update of hist (7 int64 bins) at an index in [-7, 7): atomic in a parallel
+        loop."""
+        src, _ = self.int_source()
+        at = f"({src}) % 14 - 7"
+        value, _ = self.int_source()
+        form = self.integer(0, 5)
+        if form < 3:
+            self.emit(indent, f"hist[{at}] {'+-'[form % 2]}= ({value}) % 100")
+        else:
+            kind = ["add", "max", "min"][form - 3]
+            self.emit(indent, f"kd.atomic_{kind}(hist, {at}, ({value}) % 100)")
 
     # expressions
     def expr(self, depth):
@@ -259,9 +318,9 @@ class ProgramGenerator:
 
     def update(self, indent, depth):
         """Reassigns an existing variable, keeping its type."""
-        if not self.scope:
+        if not self.assignable(self.scope):
             return self.assign(indent, depth)
-        name = self.pick(list(self.scope))
+        name = self.pick(self.assignable(self.scope))
         t = self.scope[name]
         src, ts = self.expr(depth)
         self.emit(indent, f"{name} = {bounded(coerce(src, ts, t), t)}")
@@ -269,7 +328,7 @@ class ProgramGenerator:
     def if_statement(self, indent, depth):
         cond = self.condition(2)
         name = self.fresh()
-        branches = [self.expr(depth) for _ in range(self.draw(st.integers(2, 3)))]
+        branches = [self.expr(depth) for _ in range(self.integer(2, 3))]
         t = branches[0][1]
         for _, tb in branches[1:]:
             t = promote(t, tb)
@@ -278,7 +337,7 @@ class ProgramGenerator:
         for k, (keyword, (src, tb)) in enumerate(zip(keywords, branches)):
             self.emit(indent, f"{keyword} {conds[k]}:" if keyword != "else" else "else:")
             self.emit(indent + 1, f"{name} = {bounded(coerce(src, tb, t), t)}")
-            if self.scope and self.chance(30):
+            if self.assignable(self.scope) and self.chance(30):
                 self.update(indent + 1, 1)
         self.scope[name] = t
 
@@ -294,10 +353,10 @@ class ProgramGenerator:
         self.loop_depth += 1
         outer_scope = dict(self.scope)
         self.scope[j] = WEAK_INT
-        for _ in range(self.draw(st.integers(1, 3))):
-            choice = self.draw(st.integers(0, 9))
-            if choice < 3 and outer_scope:
-                name = self.pick(list(outer_scope))
+        for _ in range(self.integer(1, 3)):
+            choice = self.integer(0, 9)
+            if choice < 3 and self.assignable(outer_scope):
+                name = self.pick(self.assignable(outer_scope))
                 t = outer_scope[name]
                 src, ts = self.expr(depth)
                 self.emit(indent + 1, f"{name} = {bounded(coerce(src, ts, t), t)}")
@@ -306,8 +365,8 @@ class ProgramGenerator:
                 self.emit(indent + 2, self.pick(["break", "continue"]))
             else:
                 self.assign(indent + 1, depth)
-        if outer_scope:  # one carried update, so the loop does something visible
-            name = self.pick(list(outer_scope))
+        if self.assignable(outer_scope):  # one carried update, so the loop does something visible
+            name = self.pick(self.assignable(outer_scope))
             t = outer_scope[name]
             src, ts = self.expr(1)
             self.emit(indent + 1, f"{name} = {bounded(coerce(src, ts, t), t)}")
@@ -320,14 +379,14 @@ class ProgramGenerator:
             return self.assign(indent, depth)
         w = self.fresh("w")
         self.emit(indent, f"{w} = 0")
-        self.emit(indent, f"while {w} < {self.draw(st.integers(0, 4))} and {self.condition(1)}:")
+        self.emit(indent, f"while {w} < {self.integer(0, 4)} and {self.condition(1)}:")
         self.emit(indent + 1, f"{w} += 1")
         self.loop_depth += 1
         outer_scope = dict(self.scope)
-        for _ in range(self.draw(st.integers(1, 3))):
-            choice = self.draw(st.integers(0, 9))
-            if choice < 4 and outer_scope:
-                name = self.pick(list(outer_scope))
+        for _ in range(self.integer(1, 3)):
+            choice = self.integer(0, 9)
+            if choice < 4 and self.assignable(outer_scope):
+                name = self.pick(self.assignable(outer_scope))
                 t = outer_scope[name]
                 src, ts = self.expr(depth)
                 self.emit(indent + 1, f"{name} = {bounded(coerce(src, ts, t), t)}")
@@ -356,7 +415,7 @@ class ProgramGenerator:
             returns.append((len(self.lines), indent, src, t))
             self.emit(indent, "")
 
-        for _ in range(self.draw(st.integers(0, 2))):
+        for _ in range(self.integer(0, 2)):
             self.assign(1, 2)
         self.emit(1, f"if {self.condition(1)}:")
         add_return(2)
@@ -364,7 +423,7 @@ class ProgramGenerator:
             self.assign(1, 1)
         if self.chance(60):
             j = self.fresh("j")
-            self.emit(1, f"for {j} in range({self.draw(st.integers(0, 3))}):")
+            self.emit(1, f"for {j} in range({self.integer(0, 3)}):")
             self.scope[j] = WEAK_INT
             self.emit(2, f"if {self.condition(1)}:")
             add_return(3)
@@ -383,7 +442,7 @@ class ProgramGenerator:
 
     def body(self, indent, statements):
         for _ in range(statements):
-            form = self.draw(st.integers(0, 10))
+            form = self.integer(0, 10)
             if form < 4:
                 self.assign(indent, 2)
             elif form < 6:
@@ -402,47 +461,80 @@ class ProgramGenerator:
                     self.emit(indent + 1, "continue")
 
     def program(self, fastmath):
+        """``serial``: True (serial loops), False (parallel loops) or None (a mix, in a
+        time loop at times)."""
+        mode = self.serial
         self.x_type = self.pick(["f32", "f64"])
-        funcs = "".join(self.func() for _ in range(self.draw(st.integers(0, 2))))
+        funcs = "".join(self.func() for _ in range(self.integer(0, 2)))
         decorator = "@kd.kernel" if fastmath else "@kd.kernel(fastmath=False)"
         self.emit(0, funcs + f"# x: {self.x_type}")
         self.emit(0, decorator)
-        self.emit(0, "def k(x, y, n, m, a, kk, out, iout):")
+        self.emit(0, "def k(x, y, n, m, a, kk, out, iout, hist):")
         self.emit(1, "count = 0")
         self.emit(1, "zi64 = n[0] * 0")
         self.emit(1, "zf64 = y[0] * 0.0")
         self.emit(1, "total = zi64")
+        self.emit(1, "size = x.shape[0]")
         state = {}
-        if self.serial:
-            for _ in range(self.draw(st.integers(0, 3))):
-                name = self.fresh("s")
-                t = self.pick(["f32", "f64", "i32", "i64"] if self.kind != "int" else ["i32", "i64"])
-                self.emit(1, f"{name} = {coerce(str(self.draw(st.integers(-3, 3))), WEAK_INT, t)}")
-                state[name] = t
-        loop = "range" if self.serial else "kd.prange"
-        self.emit(1, f"for i in {loop}(x.shape[0]):")
-        self.scope = dict(state)
-        self.body(2, self.draw(st.integers(1, 6)))
-        floats = [v for v, t in self.scope.items() if is_float(t) and v not in state]
-        ints = [v for v, t in self.scope.items() if not is_float(t) and v not in state]
-        for k, v in enumerate(floats[-4:]):
-            self.emit(2, f"out[i, {k}] = {v}")
-        for k, v in enumerate(ints[-4:]):
-            self.emit(2, f"iout[i, {k}] = {v}")
-        self.emit(2, "count += 1")
-        if ints:
-            self.emit(2, f"total += kd.i64({ints[-1]}) % 1000")
-        if self.serial and state:
-            for name, t in state.items():
-                src, ts = self.expr(1)
-                self.emit(2, f"{name} = {bounded(coerce(src, ts, t), t)}")
+        for _ in range(self.integer(0, 3)):
+            name = self.fresh("s")
+            t = self.pick(["f32", "f64", "i32", "i64", WEAK_INT] if self.kind != "int" else
+                          ["i32", "i64", WEAK_INT])
+            self.emit(1, f"{name} = {coerce(str(self.integer(-3, 3)), WEAK_INT, t)}")
+            state[name] = t
+        indent = 1
+        phases = 1 if mode is not None else self.integer(1, 3)
+        if mode is None and self.chance(40):
+            self.emit(1, f"for t in range({self.integer(1, 2)}):")
+            indent = 2
+        for _ in range(phases):
+            self.phase(indent, mode if mode is not None else self.chance(50), state)
         self.emit(1, f"return ({', '.join(['count', 'total'] + list(state))},)")
         return "\n".join(self.lines) + "\n"
+
+    def phase(self, indent, serial, state):
+        """One loop over i in [-size, size): a serial one reads and updates the state, a
+        parallel one reduces into it."""
+        self.serial = serial
+        ranges = ["size", "size", "-size, 0", "0, size, 2"] + (["size - 1, -1, -1"] if serial else [])
+        self.emit(indent, f"for i in {'range' if serial else 'kd.prange'}({self.pick(ranges)}):")
+        # a parallel loop reduces into some of the state and may read the rest
+        reduced = state if serial else {n: t for n, t in state.items() if self.chance(60)}
+        self.read_only = set() if serial else set(state) - set(reduced)
+        self.scope = {n: t for n, t in state.items() if serial or n not in reduced}
+        self.body(indent + 1, self.integer(1, 6))
+        body = indent + 1
+        floats = [v for v, t in self.scope.items() if is_float(t) and v not in state]
+        ints = [v for v, t in self.scope.items() if not is_float(t) and v not in state]
+        for array, names in (("out", floats), ("iout", ints)):
+            for k, v in enumerate(names[-4:]):
+                at = f"{self.store_index()}, {self.pick([str(k), str(k - 4)])}"
+                self.emit(body, f"{array}[{at}] {self.pick(['=', '=', '+='])} {v}")
+        if self.chance(40):
+            self.histogram_update(body)
+        self.emit(body, "count += 1")
+        if ints:
+            self.emit(body, f"total += kd.i64({ints[-1]}) % 1000")
+        for name, t in reduced.items():
+            src, ts = self.expr(1)
+            if serial:
+                self.emit(body, f"{name} = {bounded(coerce(src, ts, t), t)}")
+            elif not is_float(t) and self.chance(50):
+                self.emit(body, f"{name} += {coerce(f'({src}) % 1000', ts, t)}")
+            else:  # float sums would depend on the order of the threads
+                self.emit(body, f"{name} = {self.pick(['min', 'max'])}({name}, "
+                                f"{bounded(coerce(src, ts, t), t)})")
+        self.scope = dict(state)
+        self.read_only = set()
+
+    def store_index(self):
+        """An index of i's own row: the iterations of a parallel loop write apart."""
+        return self.pick(["i", "i", "-1 - i", "i % size - size"])
 
 
 @st.composite
 def programs(draw, kind, serial, fastmath=False):
-    return ProgramGenerator(draw, kind, serial).program(fastmath)
+    return ProgramGenerator(lambda lo, hi: draw(st.integers(lo, hi)), kind, serial).program(fastmath)
 
 
 @st.composite
@@ -463,15 +555,16 @@ def run_program(source, inputs, rtol=0.0, atol=0.0):
     xs, ys, ns, ms, a, kk = inputs
     x_dtype = np.float32 if "# x: f32" in source else np.float64
     args = (np.array(xs, x_dtype), np.array(ys), np.array(ns, np.int64), np.array(ms, np.int32),
-            a, kk, np.full((len(xs), 4), -1.0), np.full((len(xs), 4), -1, np.int64))
+            a, kk, np.full((len(xs), 4), -1.0), np.full((len(xs), 4), -1, np.int64),
+            np.arange(7, dtype=np.int64) * 3 - 9)
     python_args = clone(args)
     with np.errstate(all="ignore"):
         expected = kernel.python(*python_args)
     actual = kernel(*args)
     try:
         assert_same(actual, expected, rtol, atol)
-        for k in (6, 7):
-            assert_same(args[k], python_args[k], rtol, atol, what=("out", "iout")[k - 6])
+        for k in (6, 7, 8):
+            assert_same(args[k], python_args[k], rtol, atol, what=("out", "iout", "hist")[k - 6])
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- program ---\n{source}") from None
 
@@ -500,6 +593,18 @@ def test_random_float_programs_exact_serial(source, inputs):
     run_program(source, inputs)
 
 
+@MIXED
+@given(programs("int", serial=None), program_inputs())
+def test_random_integer_programs_mixing_serial_and_parallel_loops(source, inputs):
+    run_program(source, inputs)
+
+
+@MIXED
+@given(programs("exact", serial=None), program_inputs())
+def test_random_float_programs_mixing_serial_and_parallel_loops(source, inputs):
+    run_program(source, inputs)
+
+
 @fuzz_settings(25)
 @given(programs("fast", serial=True, fastmath=True), program_inputs())
 def test_random_float_programs_fastmath(source, inputs):
@@ -521,6 +626,11 @@ def test_generator_produces_varied_programs():
                    "kd.min(", "kd.sqrt(", "% 0.5", "int(", "float(", "<", "and", "not",
                    "@kd.func", "return", "while", ", zi64, zf64)"):
         assert needle in text, needle
+    mixed = "\n".join(random_program(0, k)[0] for k in range(150))
+    for needle in ("kd.prange(", "range(size - 1, -1, -1)", "kd.prange(-size, 0)",
+                   "for t in range(", "- size]", "[-1 - i, ", "hist[", "kd.atomic_max(hist",
+                   " = min(s", " = max(s", "+= kd.i", "] += v", "iout[-", "out[-"):
+        assert needle in mixed, needle
 
 
 # --- random vector expressions ------------------------------------------------------------
@@ -648,3 +758,69 @@ def test_random_vector_expressions(source, inputs):
             assert_same(args[k], python_args[k], rtol=1e-4, atol=1e-4, what=("out", "s")[k - 3])
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- program ---\n{source}") from None
+
+
+# --- the long mode, by hand -----------------------------------------------------------------
+
+
+def random_inputs(rng):
+    """Inputs drawn as ``program_inputs`` draws them, from a ``random.Random``."""
+    size = rng.randint(1, 40)
+    xs = [rng.uniform(-100, 100) for _ in range(size)]
+    ys = [rng.uniform(-100, 100) for _ in range(size)]
+    ns = [rng.randint(-10_000, 10_000) for _ in range(size)]
+    ms = [rng.randint(-100_000, 100_000) for _ in range(size)]
+    return xs, ys, ns, ms, rng.uniform(-10, 10), rng.randint(-20, 20)
+
+
+def random_program(seed, number):
+    """Program ``number`` of a hunt from ``seed``: (source, inputs, tolerance)."""
+    import random
+
+    rng = random.Random(f"{seed}-{number}")
+    # exactly rounded programs only: with fast-math, an int() of a float may differ by one
+    kind = rng.choice(["int", "exact", "exact"])
+    mode = rng.choice([True, False, None, None])
+    return ProgramGenerator(rng.randint, kind, mode).program(False), random_inputs(rng), 0.0
+
+
+def hunt(count, seed=0, start=0):
+    """Runs programs ``start`` to ``count - 1`` of ``seed``; prints each failure (a
+    mismatch, or an error of the compiled kernel on a program Python runs) and a summary.
+    Returns the number of failures."""
+    import collections
+    import sys
+    import time
+
+    failures = collections.Counter()
+    began = time.time()
+    for number in range(start, count):
+        source, inputs, tolerance = random_program(seed, number)
+        try:
+            run_program(source, inputs, rtol=tolerance, atol=tolerance)
+        except Exception as exc:  # every failure is reported, the hunt goes on
+            message = f"{type(exc).__name__}: {exc}"
+            headline = message.splitlines()[0][:100]
+            failures[headline] += 1
+            print(f"=== program {number} (seed {seed}) fails: {headline}\n{message}\n"
+                  f"--- inputs ---\n{inputs!r}\n", flush=True)
+        if (number + 1) % 100 == 0:
+            print(f"... {number + 1 - start} programs, {sum(failures.values())} failures, "
+                  f"{time.time() - began:.0f} s", file=sys.stderr, flush=True)
+    print(f"{count - start} programs, {sum(failures.values())} failures")
+    for headline, times in failures.most_common():
+        print(f"{times:6d}  {headline}")
+    return sum(failures.values())
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Hunt for kdsl bugs with random kernels "
+                                                 "compared against their own Python.")
+    parser.add_argument("count", type=int, nargs="?", default=1000, help="programs to run")
+    parser.add_argument("--seed", type=int, default=0, help="a different seed, other programs")
+    parser.add_argument("--start", type=int, default=0,
+                        help="the first program (to reproduce one: --start N with count N + 1)")
+    arguments = parser.parse_args()
+    raise SystemExit(1 if hunt(arguments.count, arguments.seed, arguments.start) else 0)
