@@ -30,3 +30,9 @@ class CompileError(SyntaxError):
         stripped = text.lstrip()
         caret_col = max(0, loc.column - (len(text) - len(stripped)))
         return f"{self.message}\n  {where}\n    {stripped}\n    {' ' * caret_col}^"
+
+
+class LiteralOverflowError(CompileError, OverflowError):
+    """A Python int literal out of the range of the integer type it is combined with:
+    NumPy 2 raises ``OverflowError`` (``np.uint8(5) + 300``); kdsl finds it while
+    compiling, so it is also a located ``CompileError``."""

@@ -158,6 +158,10 @@ class ScalarEmitter:
             zero = ir.Constant(a.type, 0.0)
             signs_differ = bl.xor(bl.fcmp_ordered("<", r, zero), bl.fcmp_ordered("<", b, zero))
             adjust = bl.and_(bl.fcmp_unordered("!=", r, zero), signs_differ)
+            # Python: a zero remainder takes the sign of b (-0.0 % 5.0 == 0.0)
+            signed_zero = bl.call(self.function(f"llvm.copysign.{'f32' if a.type == f32 else 'f64'}",
+                                                a.type, [a.type, a.type]), [zero, b])
+            r = bl.select(bl.fcmp_ordered("==", r, zero), signed_zero, r)
             return bl.select(adjust, bl.fadd(r, b), r)
         is_zero, is_minus_one, d = self._safe_divisor(t, a, b)
         zero = ir.Constant(a.type, 0)

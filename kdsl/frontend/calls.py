@@ -14,6 +14,7 @@ import numpy as np
 from kdsl import builtins as kb
 from kdsl import searching
 from kdsl import types as T
+from kdsl.frontend import numeric_rules
 from kdsl.frontend.math_calls import math_call
 from kdsl.frontend.tensors import is_array, reduction_arguments
 from kdsl.frontend.values import Static, TupleValue, VectorMethod
@@ -94,7 +95,11 @@ def _python_rounding(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     return lo.mark_weak(lo.builder.cast(x, T.i64))
 
 
-def _fold_pairwise(op_name: str, python_result: bool = False) -> Handler:
+def _fold_pairwise(op_name: str, python_result: bool = False, ignore_nan: bool = False) -> Handler:
+    """Python's ``min``/``max`` (``python_result``: a NaN is kept only where Python's
+    comparisons keep it), or NumPy's ``minimum``/``maximum`` (NaN wins) and ``fmin``/
+    ``fmax`` (NaN loses)."""
+
     def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         if len(args) == 1 and not python_result:
             return _reduce(op_name)(lo, node, args)
@@ -103,7 +108,15 @@ def _fold_pairwise(op_name: str, python_result: bool = False) -> Handler:
         values = _values(lo, node, args)
         result = values[0]
         for v in values[1:]:
-            result = lo.binary(op_name, result, v, node)
+            picked = (numeric_rules.python_min_max(lo, op_name, result, v, node)
+                      if python_result else None)
+            if picked is not None:
+                result = picked
+                continue
+            pairwise = lo.binary(op_name, result, v, node)
+            if not python_result:
+                pairwise = numeric_rules.nan_aware(lo, pairwise, result, v, ignore_nan, node)
+            result = pairwise
         return result if python_result else lo.strong(result)
 
     return handler
@@ -126,8 +139,10 @@ builtin(kb.sum, np.sum)(_reduce("sum"))
 builtin(kb.mean, np.mean)(_reduce("mean"))
 builtin(np.min, np.amin)(_reduce("min"))
 builtin(np.max, np.amax)(_reduce("max"))
-builtin(kb.min, np.minimum, np.fmin)(_fold_pairwise("min"))
-builtin(kb.max, np.maximum, np.fmax)(_fold_pairwise("max"))
+builtin(kb.min, np.minimum)(_fold_pairwise("min"))
+builtin(kb.max, np.maximum)(_fold_pairwise("max"))
+builtin(np.fmin)(_fold_pairwise("min", ignore_nan=True))
+builtin(np.fmax)(_fold_pairwise("max", ignore_nan=True))
 builtin(py.min)(_fold_pairwise("min", python_result=True))
 builtin(py.max)(_fold_pairwise("max", python_result=True))
 

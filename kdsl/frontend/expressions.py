@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from kdsl import types as T
+from kdsl.frontend import numeric_rules
 from kdsl.frontend.tensors import TensorLowering, is_array
 from kdsl.frontend.values import Static, TupleValue
 from kdsl.frontend.vectors import VectorLowering
@@ -109,10 +110,14 @@ class ExpressionLowering(VectorLowering, TensorLowering):
             else:
                 self.error(f"operator {_SYMBOLS[name]} on bools is not supported (as in NumPy); "
                            "convert them with int()", node)
+        if not weak:
+            numeric_rules.check_literals_fit(self, scalar, (a, b), node)  # type: ignore[arg-type]
         shape_type = self._broadcast_shape(a.type, b.type, node)
         target = scalar if shape_type is None else T.with_element_scalar(shape_type, scalar)
         if name == "pow" and self._is_small_int_constant(b):
             return self.mark_weak(self._power_by_squaring(self.coerce(a, target, node), b), weak)
+        if name == "pow" and scalar.is_integer:
+            numeric_rules.check_integer_power(self, self.coerce(b, target, node))  # type: ignore[arg-type]
         result = self.op(name, self.coerce(a, target, node), self.coerce(b, target, node), node=node)
         if shaped:
             self.note_promotion(result, (a, b), node)
@@ -211,6 +216,7 @@ class ExpressionLowering(VectorLowering, TensorLowering):
         if not isinstance(a.type, T.ScalarType) or not isinstance(b.type, T.ScalarType):
             self.error(f"comparison of {a.type} and {b.type}: only scalars compare", node)
         scalar, _ = T.promote(a.type, self.is_weak(a), b.type, self.is_weak(b))
+        scalar = numeric_rules.comparison_type(self, a, b, scalar)  # type: ignore[arg-type]
         return self.op(name, self.coerce(a, scalar, node), self.coerce(b, scalar, node), node=node)
 
     def expr_Compare(self, node: ast.Compare) -> Any:

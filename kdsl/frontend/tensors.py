@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from kdsl import types as T
+from kdsl.frontend import numeric_rules
 from kdsl.frontend.lowering import LoweringBase
 from kdsl.frontend.values import Static
 from kdsl.ir.core import Value
@@ -68,7 +69,9 @@ class TensorLowering(LoweringBase):
         if name in _COMPARISONS:
             if not isinstance(common, T.ScalarType):
                 self.error("comparisons of arrays need scalar elements", node)
+            common = numeric_rules.comparison_type(self, a, b, common)  # type: ignore[arg-type]
             return self.tensor_map(name, [a, b], common, T.bool_, node)
+        numeric_rules.check_literals_fit(self, scalar, (a, b), node)  # type: ignore[arg-type]
         if name == "div" and not scalar.is_float:
             common = T.with_element_scalar(common, T.f64)
         if name in ("add", "mul") and scalar.is_bool:
