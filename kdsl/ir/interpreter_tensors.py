@@ -105,7 +105,12 @@ class TensorOps:
 
     def op_tensor_assign(self, op: Operation, args: list, env: dict) -> list:
         dest, source = args
+        accumulate = op.attrs.get("accumulate")
         try:
+            if accumulate is not None:  # dest += source (or -=), element by element
+                source = np.asarray(source).astype(dest.dtype)
+                dest[...] = dest + source if accumulate == "add" else dest - source
+                return []
             dest[...] = np.asarray(source).astype(dest.dtype)
         except ValueError as exc:
             raise InterpreterError(str(exc)) from exc

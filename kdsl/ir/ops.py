@@ -375,7 +375,8 @@ register(OpDef(
     doc="attrs kind (sum, mean, min, max), axis (None or an axis), keepdims",
 ))
 register(OpDef("tensor_assign", Trait.NONE, _none, memory=(WRITE, READ),
-               doc="dest[...] = src, broadcast"))
+               doc="dest[...] = src, broadcast; with attrs accumulate ('add' or 'sub'), "
+                   "dest[...] += src element by element, atomically (in parallel loops)"))
 register(OpDef("tensor_matmul", Trait.NONE, _from_attr("type"), memory=(READ,),
                result_memory=Memory.ALLOCATE, doc="a @ b, 2-D by 2-D or 1-D"))
 register(OpDef("raise_value_error", Trait.SIDE_EFFECT, _none,
