@@ -1,16 +1,14 @@
-"""The CPU target: LLVM initialisation, the host target machine, O3 optimisation, and
-machine code, loaded as a shared library (linked with the system linker) or, where no
-linker is installed, into llvmlite's JIT.
+"""The CPU target: LLVM initialisation, the host target machine, O3 optimisation,
+machine code, and linking it into a shared library with the system linker (loading is in
+``native_code``).
 
 Loading a cached shared library needs neither llvmlite nor LLVM: a warm start is fast.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
-import os
 import platform
 import shutil
 import subprocess
@@ -36,15 +34,21 @@ def llvm() -> Any:
     return _state["binding"]
 
 
+def new_target_machine() -> Any:
+    """A target machine for this host (AVX2, AVX-512 where present), position independent."""
+    b = llvm()
+    target = b.Target.from_default_triple()
+    return target.create_target_machine(
+        cpu=b.get_host_cpu_name(), features=b.get_host_cpu_features().flatten(),
+        opt=3, reloc="pic", codemodel="default",
+    )
+
+
 def target_machine() -> Any:
+    """The target machine shared by optimisation and code emission."""
     tm = _state.get("target_machine")
     if tm is None:
-        b = llvm()
-        target = b.Target.from_default_triple()
-        tm = target.create_target_machine(
-            cpu=b.get_host_cpu_name(), features=b.get_host_cpu_features().flatten(),
-            opt=3, reloc="pic", codemodel="default",
-        )
+        tm = new_target_machine()
         _state["target_machine"] = tm
     return tm
 
@@ -64,10 +68,10 @@ def target_description() -> str:
     return f"{platform.system()}|{platform.machine()}|{cpu}"
 
 
-def optimize(llvm_ir: str) -> Any:
+def optimize(llvm_ir: str, context: Any = None) -> Any:
     """Parses, verifies and optimises LLVM IR at O3 with loop and SLP vectorisation."""
     b = llvm()
-    module = b.parse_assembly(llvm_ir)
+    module = b.parse_assembly(llvm_ir, context=context)
     module.verify()
     tm = target_machine()
     module.triple = tm.triple
@@ -85,6 +89,21 @@ def emit_object(module: Any) -> bytes:
     return bytes(target_machine().emit_object(module))
 
 
+def compile_to_object(llvm_ir: str) -> bytes:
+    """Optimised object code for LLVM IR, compiled in an LLVM context of its own that is
+    freed afterwards (the global context keeps every type and constant it ever saw)."""
+    b = llvm()
+    context = b.create_context()
+    try:
+        module = optimize(llvm_ir, context)
+        try:
+            return emit_object(module)
+        finally:
+            module.close()
+    finally:
+        context.close()
+
+
 def linker() -> str | None:
     for name in ("ld", "ld.lld", "ld.gold"):
         path = shutil.which(name)
@@ -94,57 +113,27 @@ def linker() -> str | None:
 
 
 def link_shared_library(code: bytes) -> bytes | None:
-    """Links object code into a shared library; None where no linker works."""
+    """Links object code into a shared library; None where no linker works or its files
+    cannot be written (a full disk: the code is then loaded from memory)."""
     ld = linker()
     if ld is None or platform.system() != "Linux":
         return None
-    with tempfile.TemporaryDirectory(prefix="kdsl-link-") as tmp:
-        obj, lib = Path(tmp, "kernel.o"), Path(tmp, "kernel.so")
-        obj.write_bytes(code)
-        result = subprocess.run([ld, "-shared", "-o", str(lib), str(obj), "-lm"],
-                                capture_output=True)
-        if result.returncode != 0:
-            return None
-        return lib.read_bytes()
+    try:
+        with tempfile.TemporaryDirectory(prefix="kdsl-link-") as tmp:
+            obj, lib = Path(tmp, "kernel.o"), Path(tmp, "kernel.so")
+            write_file(obj, code)
+            result = subprocess.run([ld, "-shared", "-o", str(lib), str(obj), "-lm"],
+                                    capture_output=True)
+            if result.returncode != 0:
+                return None
+            return lib.read_bytes()
+    except OSError:
+        return None
 
 
-_libraries: list[Any] = []
-
-
-def load_shared_library(path: str, entry: str, init: str, hooks: Any) -> int:
-    lib = ctypes.CDLL(path)
-    _libraries.append(lib)
-    getattr(lib, init)(hooks)
-    return int(ctypes.cast(getattr(lib, entry), ctypes.c_void_p).value or 0)
-
-
-def _engine() -> Any:
-    engine = _state.get("engine")
-    if engine is None:
-        b = llvm()
-        engine = b.create_mcjit_compiler(b.parse_assembly(""), target_machine())
-        _state["engine"] = engine
-    return engine
-
-
-def jit_symbols(code: bytes, symbols: list[str]) -> dict[str, int]:
-    """Loads object code into llvmlite's JIT; the addresses of ``symbols``."""
-    b = llvm()
-    with _lock:
-        engine = _engine()
-        engine.add_object_file(b.ObjectFileRef.from_data(code))
-        engine.finalize_object()
-        return {s: int(engine.get_function_address(s)) for s in symbols}
-
-
-def load_object_in_jit(code: bytes, entry: str, init: str, hooks: Any) -> int:
-    """Loads object code into llvmlite's JIT (used where no linker is installed)."""
-    found = jit_symbols(code, [entry, init])
-    address, init_address = found[entry], found[init]
-    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(init_address)(ctypes.addressof(hooks))
-    if not address:
-        raise RuntimeError(f"compiled code has no symbol {entry}")
-    return int(address)
+def write_file(path: Path, data: bytes) -> None:
+    """Writes a file the linker reads (one place a full disk shows)."""
+    path.write_bytes(data)
 
 
 def scratch_dir() -> str:
@@ -155,11 +144,4 @@ def scratch_dir() -> str:
         import atexit
 
         atexit.register(shutil.rmtree, path, True)
-    return path
-
-
-def write_scratch_library(data: bytes, key: str) -> str:
-    path = os.path.join(scratch_dir(), f"{key}.so")
-    with open(path, "wb") as f:
-        f.write(data)
     return path

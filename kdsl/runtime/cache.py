@@ -3,16 +3,24 @@
 
 A key is a hash of everything the code depends on (see ``compiler.cache_key``), so an
 entry is never stale: a changed source, constant, argument type, target or kdsl version
-gives a new key. Entries are written atomically; an unreadable entry is ignored.
+gives a new key. Entries are written atomically, and every entry is verified before it
+is used: the metadata file starts with the SHA-256 of the rest, and the metadata holds
+the SHA-256 of the code. A damaged entry (even one whose size did not change) is a miss,
+rebuilt and rewritten; it never runs. A cache that cannot be written (a read-only or
+full disk) costs only the cache: the code runs from memory, with one warning.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import tempfile
+import warnings
 from pathlib import Path
-from typing import Any
+
+_DIGEST = hashlib.sha256().digest_size
+_warned: set[str] = set()
 
 
 def cache_enabled() -> bool:
@@ -31,19 +39,29 @@ def _paths(key: str) -> tuple[Path, Path]:
     return directory / f"{key}.bin", directory / f"{key}.meta"
 
 
-def load(key: str) -> tuple[Path, Any] | None:
-    """The path of a cached library or object file, and its metadata; None on a miss."""
+def checksum(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def load(key: str) -> tuple[Path, dict, bytes] | None:
+    """The path of a cached library or object file, its metadata and its bytes, all
+    verified against their checksums; None on a miss or a damaged entry."""
     if not cache_enabled():
         return None
     code_path, meta_path = _paths(key)
     try:
-        meta = pickle.loads(meta_path.read_bytes())
-        size = code_path.stat().st_size
+        raw = meta_path.read_bytes()
+        if len(raw) <= _DIGEST or hashlib.sha256(raw[_DIGEST:]).digest() != raw[:_DIGEST]:
+            return None
+        meta = pickle.loads(raw[_DIGEST:])
+        if not isinstance(meta, dict) or meta.get("key") != key:
+            return None
+        code = code_path.read_bytes()
     except Exception:  # noqa: BLE001 - any damaged entry is a miss, rebuilt and rewritten
         return None
-    if not isinstance(meta, dict) or meta.get("key") != key or meta.get("size") != size:
+    if meta.get("size") != len(code) or meta.get("sha256") != checksum(code):
         return None
-    return code_path, meta
+    return code_path, meta, code
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -62,13 +80,26 @@ def _atomic_write(path: Path, data: bytes) -> None:
 
 
 def store(key: str, code: bytes, meta: dict) -> Path | None:
-    """Writes code and metadata (metadata last: an entry is complete once it exists)."""
+    """Writes code and metadata (metadata last: an entry is complete once it exists);
+    None where the cache is off or cannot be written."""
     if not cache_enabled():
         return None
     code_path, meta_path = _paths(key)
     try:
         _atomic_write(code_path, code)
-        _atomic_write(meta_path, pickle.dumps(dict(meta, key=key, size=len(code))))
-    except OSError:
+        body = pickle.dumps(dict(meta, key=key, size=len(code), sha256=checksum(code)))
+        _atomic_write(meta_path, hashlib.sha256(body).digest() + body)
+    except OSError as error:
+        _warn_once(error)
         return None  # a read-only or full disk only costs a recompile next time
     return code_path
+
+
+def _warn_once(error: OSError) -> None:
+    directory = str(cache_dir())
+    if directory in _warned:
+        return
+    _warned.add(directory)
+    warnings.warn(f"kdsl cannot write its compile cache in {directory} ({error.strerror or error}); "
+                  "compiled kernels run from memory and are not cached", RuntimeWarning,
+                  stacklevel=4)

@@ -8,6 +8,8 @@ import hashlib
 import struct
 import sys
 import threading
+import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +18,6 @@ import numpy as np
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
 from kdsl.ir.effects import written_arrays
-from kdsl.runtime import cache
 from kdsl.runtime.arguments import (
     Parameter,
     check_integer_range,
@@ -29,12 +30,14 @@ from kdsl.runtime.symbols import ALLOCATIONS
 
 if TYPE_CHECKING:  # the compiler proper is imported on a cache miss only
     from kdsl.codegen.emit_kernel import CodegenOptions
+    from kdsl.codegen.native_code import LoadedCode
     from kdsl.frontend.dependencies import Dependencies
     from kdsl.frontend.scope import VariableType
     from kdsl.ir.core import Module
 
 VERSION = "0.1.0"
-_loaded: dict[str, int] = {}
+# loaded code by cache key, while a specialisation holds it
+_loaded: weakref.WeakValueDictionary[str, LoadedKernel] = weakref.WeakValueDictionary()
 _load_lock = threading.Lock()
 
 
@@ -141,8 +144,10 @@ class CompiledKernel:
     def __init__(self, name: str, address: int, params: list[Parameter],
                  results: list[VariableType], sites: list[Site], deps: Dependencies,
                  allocates: bool = True, written: list[int] | None = None,
-                 returns_tuple: bool = False, extra_argtypes: list[Any] | None = None) -> None:
+                 returns_tuple: bool = False, extra_argtypes: list[Any] | None = None,
+                 keep_alive: Any = None) -> None:
         self.name = name
+        self.keep_alive = keep_alive  # the loaded code: unloaded once no specialisation holds it
         self.params = params
         self.results = results
         self.sites = sites
@@ -305,49 +310,53 @@ def _array_converter(p: Parameter) -> Any:
     return convert
 
 
+@dataclass
+class LoadedKernel:
+    """A specialisation's machine code (unloaded when no CompiledKernel holds it)."""
+
+    code: LoadedCode
+    address: int
+    meta: dict
+
+
 def compile_kernel(fn: Any, name: str, params: list[Parameter], deps: Dependencies,
                    options: BuildOptions) -> CompiledKernel:
     """Machine code for one specialisation: from the disk cache, or compiled and stored."""
     key = cache_key(deps, params, options)
     with _load_lock:
-        if key not in _loaded:
-            _loaded[key], _metadata[key] = _load_or_build(fn, params, options, key)
-        address, meta = _loaded[key], _metadata[key]
-    return CompiledKernel(name, address, params, meta["results"], meta["sites"], deps,
+        loaded = _loaded.get(key)
+        if loaded is None:
+            loaded = _load_or_build(fn, params, options, key)
+            _loaded[key] = loaded
+    meta = loaded.meta
+    return CompiledKernel(name, loaded.address, params, meta["results"], meta["sites"], deps,
                           meta.get("allocates", True), meta.get("written", []),
-                          meta.get("returns_tuple", False))
+                          meta.get("returns_tuple", False), keep_alive=loaded)
 
 
 def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
-                   key: str) -> tuple[int, dict]:
-    from kdsl.codegen import cpu
+                   key: str) -> LoadedKernel:
+    from kdsl.codegen.native_code import call_init
+    from kdsl.runtime.loading import load_or_build
     from kdsl.runtime.symbols import hook_table
 
     entry = f"kdsl_entry_{key[:24]}"
     init = init_symbol(entry)
-    hit = cache.load(key)
-    if hit is not None:
-        path, meta = hit
-        try:
-            if meta["format"] == "shared":
-                return cpu.load_shared_library(str(path), entry, init, hook_table()), meta
-            return cpu.load_object_in_jit(path.read_bytes(), entry, init, hook_table()), meta
-        except (OSError, AttributeError, RuntimeError):
-            pass  # unreadable or incomplete: compile afresh below
-    text, (emitted, results, written, returns_tuple) = llvm_ir_text(fn, params, options, entry)
-    code = cpu.emit_object(cpu.optimize(text))
-    library = cpu.link_shared_library(code)
-    meta = {"sites": emitted.sites, "results": results, "allocates": emitted.allocates,
-            "written": written, "returns_tuple": returns_tuple,
-            "format": "object" if library is None else "shared"}
-    stored = cache.store(key, code if library is None else library, meta)
-    if library is None:
-        return cpu.load_object_in_jit(code, entry, init, hook_table()), meta
-    library_path = str(stored) if stored is not None else cpu.write_scratch_library(library, key)
-    return cpu.load_shared_library(library_path, entry, init, hook_table()), meta
 
+    def build() -> tuple[bytes, bytes | None, dict]:
+        from kdsl.codegen import cpu
 
-_metadata: dict[str, Any] = {}
+        text, (emitted, results, written, returns_tuple) = llvm_ir_text(fn, params, options, entry)
+        code = cpu.compile_to_object(text)
+        library = cpu.link_shared_library(code)
+        meta = {"sites": emitted.sites, "results": results, "allocates": emitted.allocates,
+                "written": written, "returns_tuple": returns_tuple,
+                "format": "object" if library is None else "shared"}
+        return code, library, meta
+
+    code, meta = load_or_build(key, [entry, init], build)
+    call_init(code, init, hook_table())
+    return LoadedKernel(code, code[entry], meta)
 
 
 def float_bits(x: float) -> int:

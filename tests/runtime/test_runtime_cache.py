@@ -5,6 +5,9 @@ entry is ignored and rebuilt. Each process here is a fresh interpreter."""
 
 from __future__ import annotations
 
+import errno
+import linecache
+import os
 import textwrap
 from pathlib import Path
 
@@ -218,6 +221,148 @@ def test_error_lines_follow_the_kernel_when_lines_are_added_above(run_python, tm
     path.write_text("# one\n# two\n# three\n" + kernel)
     out = run_python(code, env, modules).stdout
     assert f"line {line + 3})" in out and "return a[k]" in out
+
+
+def text_section(elf: bytes) -> tuple[int, int]:
+    """The file offset and size of an ELF64 file's .text section."""
+    import struct
+
+    section_offset, = struct.unpack_from("<Q", elf, 0x28)
+    entry_size, count, names_index = struct.unpack_from("<HHH", elf, 0x3A)
+
+    def header(k: int) -> tuple[int, int, int]:
+        base = section_offset + k * entry_size
+        name, = struct.unpack_from("<I", elf, base)
+        offset, size = struct.unpack_from("<QQ", elf, base + 0x18)
+        return name, offset, size
+
+    _, names_offset, _ = header(names_index)
+    for k in range(count):
+        name, offset, size = header(k)
+        if elf[names_offset + name:names_offset + name + 6] == b".text\0":
+            return offset, size
+    raise AssertionError("no .text section")
+
+
+def test_machine_code_damaged_without_changing_size_is_rebuilt_never_run(run_python, tmp_path):
+    """Flipped bytes in the text section (the size unchanged) would crash the next process
+    (SIGSEGV, SIGILL) if the entry were loaded: its checksum sends it to a rebuild."""
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    write_module(modules)
+    assert run_caller(run_python, modules, cache) == expected()
+    codes = list(cache.rglob("*.bin"))
+    assert codes
+    for path in codes:
+        data = bytearray(path.read_bytes())
+        offset, size = text_section(bytes(data))
+        assert size > 16
+        for k in range(offset, offset + size):
+            data[k] ^= 0xFF  # not an instruction stream any more
+        path.write_bytes(bytes(data))
+    assert run_caller(run_python, modules, cache) == expected()
+    rebuilt = entries(cache)
+    assert all(text_section(p.read_bytes()) for p in cache.rglob("*.bin"))
+    assert run_caller(run_python, modules, cache) == expected()
+    assert entries(cache) == rebuilt
+
+
+def test_every_entry_is_verified_before_it_is_loaded(tmp_path, monkeypatch):
+    from kdsl.runtime import cache
+
+    monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path))
+    code = bytes(range(256)) * 8
+    stored = cache.store("ab" + "0" * 62, code, {"format": "object"})
+    assert stored is not None
+    hit = cache.load("ab" + "0" * 62)
+    assert hit is not None and hit[2] == code and hit[1]["format"] == "object"
+    for position in (0, 700, len(code) - 1):  # one flipped bit anywhere, size unchanged
+        damaged = bytearray(code)
+        damaged[position] ^= 0x10
+        stored.write_bytes(bytes(damaged))
+        assert cache.load("ab" + "0" * 62) is None
+    stored.write_bytes(code)
+    meta = stored.with_suffix(".meta")
+    raw = bytearray(meta.read_bytes())
+    raw[-3] ^= 0x01  # the metadata is checked too
+    meta.write_bytes(bytes(raw))
+    assert cache.load("ab" + "0" * 62) is None
+
+
+# --- a full disk ---------------------------------------------------------------------------
+
+FULL_DISK_ERRORS = [errno.ENOSPC, errno.EFBIG]
+
+
+def fresh_kernel(tag: str):
+    """A kernel whose source no other test compiles (a new cache entry)."""
+    namespace: dict = {"kd": kd}
+    text = (f"def full_disk_{tag}(x, out):\n"
+            f"    for i in kd.prange(x.shape[0]):\n"
+            f"        out[i] = x[i] * x[i] - 0.25 * x[i]  # {tag}\n")
+    filename = f"<full disk kernel {tag}>"
+    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)
+    exec(compile(text, filename, "exec"), namespace)
+    return kd.kernel(namespace[f"full_disk_{tag}"])
+
+
+def check_runs(kernel) -> None:
+    x = np.linspace(-3.0, 5.0, 41)
+    out, expected_out = np.zeros_like(x), np.zeros_like(x)
+    kernel(x, out)
+    kernel.python(x, expected_out)
+    np.testing.assert_allclose(out, expected_out, rtol=1e-14)
+    kernel(x * 2.0, out)  # the fast path, the same code
+    kernel.python(x * 2.0, expected_out)
+    np.testing.assert_allclose(out, expected_out, rtol=1e-14)
+
+
+def fail_with(code: int):
+    def write(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    return write
+
+
+@pytest.mark.parametrize("code", FULL_DISK_ERRORS)
+def test_full_disk_runs_the_kernel_from_memory_and_skips_the_cache(tmp_path, monkeypatch, code):
+    from kdsl.codegen import cpu
+    from kdsl.runtime import cache
+
+    monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cpu, "write_file", fail_with(code))  # the link step's files
+    monkeypatch.setattr(cache, "_atomic_write", fail_with(code))  # the cache's files
+    with pytest.warns(RuntimeWarning, match="cannot write its compile cache"):
+        check_runs(fresh_kernel(f"all_{code}"))
+    assert not list((tmp_path / "cache").rglob("*.bin"))
+
+
+@pytest.mark.parametrize("code", FULL_DISK_ERRORS)
+def test_full_disk_at_the_link_step_only(tmp_path, monkeypatch, code):
+    from kdsl.codegen import cpu
+
+    monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cpu, "write_file", fail_with(code))
+    check_runs(fresh_kernel(f"link_{code}"))
+    # the object code was cached instead, and loads in the next process's JIT
+    assert list((tmp_path / "cache").rglob("*.bin"))
+
+
+def test_full_disk_for_the_scratch_library_when_the_cache_is_off(tmp_path, monkeypatch):
+    from kdsl.codegen import cpu
+
+    monkeypatch.setenv("KDSL_CACHE", "0")
+    real_write = cpu.write_file
+    calls: list[str] = []
+
+    def fail_after_linking(path, data):
+        calls.append(str(path))
+        if not str(path).endswith("kernel.o"):  # the library written to load it
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_write(path, data)
+
+    monkeypatch.setattr(cpu, "write_file", fail_after_linking)
+    check_runs(fresh_kernel("scratch"))
+    assert any(c.endswith(".so") for c in calls)
 
 
 # --- in one process ---------------------------------------------------------------------

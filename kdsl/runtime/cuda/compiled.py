@@ -12,18 +12,23 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-from typing import Any
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kdsl import types as T
 from kdsl.codegen.abi import HOOK_ORDER, STATUS_SLOTS, ErrorCode, init_symbol
-from kdsl.runtime import cache
 from kdsl.runtime.arguments import Parameter
 from kdsl.runtime.options import BuildOptions
 from kdsl.runtime.symbols import Allocations
 
-_loaded: dict[tuple[str, int], tuple[Any, dict]] = {}  # by key and driver: modules are per context
+if TYPE_CHECKING:
+    from kdsl.codegen.native_code import LoadedCode
+
+# by key and driver (modules are per context), while a specialisation holds them
+_loaded: weakref.WeakValueDictionary[tuple[str, int], LoadedCudaKernel] = weakref.WeakValueDictionary()
 _load_lock = threading.Lock()
 
 
@@ -73,7 +78,7 @@ def build(fn: Any, params: list[Parameter], options: BuildOptions, key: str,
         image = compile_ptx(emitted.device_ir, arch, options.fastmath)
     else:
         image = emitted.device_ir
-    code = cpu.emit_object(cpu.optimize(str(emitted.host)))
+    code = cpu.compile_to_object(str(emitted.host))
     library = cpu.link_shared_library(code)
     meta = {
         "sites": emitted.sites, "results": results, "allocates": emitted.allocates,
@@ -86,6 +91,18 @@ def build(fn: Any, params: list[Parameter], options: BuildOptions, key: str,
     return library, code, meta
 
 
+@dataclass
+class LoadedCudaKernel:
+    """A CUDA specialisation's host program and device module, with the hook table the
+    host program reads; the module is unloaded when no specialisation holds this."""
+
+    code: LoadedCode
+    address: int
+    meta: dict
+    hooks: ctypes.Array
+    handles: ctypes.Array
+
+
 def compile_cuda_kernel(fn: Any, name: str, params: list[Parameter], deps: Any,
                         options: BuildOptions) -> CudaCompiledKernel:
     from kdsl.runtime.cuda.driver import get_driver
@@ -94,51 +111,48 @@ def compile_cuda_kernel(fn: Any, name: str, params: list[Parameter], deps: Any,
     key = cuda_cache_key(deps, params, options, arch)
     loaded_key = (key, id(get_driver()))
     with _load_lock:
-        if loaded_key not in _loaded:
-            _loaded[loaded_key] = _load_or_build(fn, params, options, key, arch)
-        address, meta = _loaded[loaded_key]
-    compiled = CudaCompiledKernel(name, address, params, meta, deps)
+        loaded = _loaded.get(loaded_key)
+        if loaded is None:
+            loaded = _load_or_build(fn, params, options, key, arch)
+            _loaded[loaded_key] = loaded
+    compiled = CudaCompiledKernel(name, loaded.address, params, loaded.meta, deps, loaded)
     compiled.rebuild = lambda: compile_cuda_kernel(fn, name, params, deps, options)
     return compiled
 
 
 def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions, key: str,
-                   arch: tuple[int, int]) -> tuple[Any, dict]:
-    from kdsl.codegen import cpu
+                   arch: tuple[int, int]) -> LoadedCudaKernel:
+    """The host program (from the verified cache, or built), its device module loaded by
+    the driver, and its hooks pointing at that module."""
+    from kdsl.codegen.native_code import call_init
+    from kdsl.runtime.cuda.driver import get_driver
+    from kdsl.runtime.loading import load_or_build
 
-    hit = cache.load(key)
-    if hit is not None:
-        path, meta = hit
-        try:
-            return _load(str(path), None, meta), meta
-        except (OSError, AttributeError, RuntimeError, KeyError):
-            pass  # damaged: rebuilt below
-    library, code, meta = build(fn, params, options, key, arch)
-    stored = cache.store(key, code if library is None else library, meta)
-    if library is None:
-        return _load(None, code, meta), meta
-    library_path = str(stored) if stored is not None else cpu.write_scratch_library(library, key)
-    return _load(library_path, None, meta), meta
+    entry = f"kdsl_entry_{key[:24]}"
 
+    def build_for_cache() -> tuple[bytes, bytes | None, dict]:
+        library, code, meta = build(fn, params, options, key, arch)
+        return code, library, meta
 
-def _load(library_path: str | None, code: bytes | None, meta: dict) -> int:
-    """Loads the PTX module and the host program (its hooks pointing at this module)."""
-    from kdsl.codegen import cpu
-
-    hooks = cuda_hook_table(meta)
-    entry = meta["entry"]
-    if library_path is not None and meta["format"] == "shared":
-        return cpu.load_shared_library(library_path, entry, init_symbol(entry), hooks)
-    data = code if code is not None else open(library_path or "", "rb").read()
-    return cpu.load_object_in_jit(data, entry, init_symbol(entry), hooks)
+    code, meta = load_or_build(key, [entry, init_symbol(entry)], build_for_cache)
+    hooks, handles, module = cuda_hook_table(meta)
+    loaded = LoadedCudaKernel(code, code[entry], meta, hooks, handles)
+    finalizer = weakref.finalize(loaded, _unload_module, get_driver(), module)
+    finalizer.atexit = False
+    call_init(code, init_symbol(entry), hooks)
+    return loaded
 
 
-_keep_alive: list[Any] = []
+def _unload_module(driver: Any, module: Any) -> None:
+    try:
+        driver.unload_module(module)
+    except Exception:  # noqa: BLE001 - a context already gone took the module with it
+        pass
 
 
-def cuda_hook_table(meta: dict) -> ctypes.Array:
+def cuda_hook_table(meta: dict) -> tuple[ctypes.Array, ctypes.Array, Any]:
     """The CPU hook table with the driver's entry points, CUDA allocation, and the
-    handles of this module's kernels."""
+    handles of this module's kernels; the handles and the loaded module."""
     from kdsl.codegen.nvvm import ptx_isa_for_cuda, ptx_version, with_ptx_version
     from kdsl.runtime.cuda.driver import get_driver
     from kdsl.runtime.symbols import hook_table
@@ -161,8 +175,10 @@ def cuda_hook_table(meta: dict) -> ctypes.Array:
                   cuda_copy_to_host=addresses["cuMemcpyDtoH_v2"],
                   cuda_functions=ctypes.addressof(handles))
     table = (ctypes.c_void_p * len(HOOK_ORDER))(*[values[n] for n in HOOK_ORDER])
-    _keep_alive.extend([module, handles, table])
-    return table
+    return table, handles, module
+
+
+_keep_alive: list[Any] = []
 
 
 # --- allocations made by host code -------------------------------------------------------
@@ -224,7 +240,7 @@ class CudaCompiledKernel:
     device)."""
 
     def __init__(self, name: str, address: int, params: list[Parameter], meta: dict,
-                 deps: Any) -> None:
+                 deps: Any, keep_alive: Any = None) -> None:
         from kdsl.runtime.compiler import CompiledKernel
 
         self.name = name
@@ -234,11 +250,12 @@ class CudaCompiledKernel:
         # the CPU wrapper does the decoding and error messages; arrays are descriptors here
         self.cpu = CompiledKernel(name, address, params, meta["results"], meta["sites"], deps,
                                   meta.get("allocates", True), [], meta.get("returns_tuple", False),
-                                  extra_argtypes=[ctypes.c_uint64])
+                                  extra_argtypes=[ctypes.c_uint64], keep_alive=keep_alive)
         from kdsl.runtime.cuda.driver import get_driver
 
         self.driver = get_driver()  # modules and scratch belong to its context
         self.rebuild: Any = None
+        self._rebuilt: tuple[Any, CudaCompiledKernel] | None = None
         self.scratch_bytes = int(meta["scratch_bytes"])
         self.device_sites = bool(meta["device_sites"])
         self._local = threading.local()
@@ -257,7 +274,11 @@ class CudaCompiledKernel:
 
         driver = get_driver()
         if driver is not self.driver and self.rebuild is not None:
-            return self.rebuild()(args)  # another driver was installed (tests do this)
+            # another driver was installed (tests do this): code loaded for it, kept while
+            # this specialisation lives
+            if self._rebuilt is None or self._rebuilt[0] is not driver:
+                self._rebuilt = (driver, self.rebuild())
+            return self._rebuilt[1](args)
         scratch = self._scratch()
         if self.device_sites:
             driver.memset(scratch.ptr, STATUS_SLOTS * 8, 0)

@@ -25,6 +25,7 @@ switch per thread per barrier) and says nothing about PTX, libNVVM or a real dri
 from __future__ import annotations
 
 import ctypes
+import itertools
 import mmap
 import re
 import sys
@@ -121,7 +122,8 @@ class EmulatedDriver(HostMemoryDriver):
 
     def __init__(self) -> None:
         super().__init__()
-        self.modules: list[_Module] = []
+        self.modules: dict[int, _Module] = {}
+        self._handles = itertools.count(1)
         self.functions: dict[int, tuple[_Module, str]] = {}
         self.launch_count = 0
         self._lock = threading.Lock()  # one launch at a time: a module's blocks share globals
@@ -150,14 +152,21 @@ class EmulatedDriver(HostMemoryDriver):
                          NATIVE_LAUNCH_T(addresses["kdsl_emu_launch_in_turn"]),
                          {k: addresses[_wrapper_name(k)] for k in kernels},
                          _kernels_that_synchronise(text, kernels))
-        self.modules.append(module)
-        return len(self.modules)
+        handle = next(self._handles)
+        self.modules[handle] = module
+        return handle
+
+    def unload_module(self, module: Any) -> None:
+        """Forgets the module and its kernels: its native code is unloaded with them."""
+        loaded = self.modules.pop(module, None)
+        for handle in [h for h, (m, _) in list(self.functions.items()) if m is loaded]:
+            del self.functions[handle]
 
     def get_function(self, module: int, name: str) -> int:
-        loaded = self.modules[module - 1]
+        loaded = self.modules[module]
         if name not in loaded.wrappers:
             raise CudaError("CUDA_ERROR_NOT_FOUND", 500, "cuModuleGetFunction", f"no kernel {name}")
-        handle = 0x1000 + len(self.functions)
+        handle = 0x1000 + next(self._handles)
         self.functions[handle] = (loaded, name)
         return handle
 
@@ -543,18 +552,13 @@ define internal i32 @"kdsl_emu.vprintf"(i8* %format, i8* %args) {
 
 
 def _compile_for_host(text: str, symbols: list[str]) -> tuple[Any, dict[str, int]]:
-    """Native code for the module, loaded the way the CPU backend loads kernels; the
-    addresses of ``symbols``."""
-    from kdsl.codegen import cpu
+    """Native code for the module, loaded the way the CPU backend loads kernels (and
+    unloaded with the module); the addresses of ``symbols``."""
+    from kdsl.codegen import cpu, native_code
 
-    code = cpu.emit_object(cpu.optimize(text))
-    library = cpu.link_shared_library(code)
-    if library is not None:
-        path = cpu.write_scratch_library(library, f"emulated_{abs(hash(text)):x}")
-        loaded = ctypes.CDLL(path)
-        return loaded, {s: int(ctypes.cast(getattr(loaded, s), ctypes.c_void_p).value or 0)
-                        for s in symbols}
-    return None, cpu.jit_symbols(code, symbols)
+    code = cpu.compile_to_object(text)
+    loaded = native_code.load_linked_or_in_jit(code, symbols, "emulated")
+    return loaded, loaded.addresses
 
 
 # --- vprintf ---------------------------------------------------------------------------
