@@ -415,8 +415,9 @@ class ExpressionLowering(VectorLowering, TensorLowering):
             if len(items) != 1:
                 self.error(f"{t} takes one index", node)
             k = self._static_int(items[0])
-            if k is None:
-                return self.builder.cast(self.value_of(items[0], node), T.i64)
+            if k is None:  # a negative index counts from the end
+                index = self.builder.cast(self.value_of(items[0], node), T.i64)
+                return self.op("wrap_index", index, self.constant(t.size, T.i64))
             if not -t.size <= k < t.size:
                 self.error(f"index {k} is out of range for {t}", node)
             return k % t.size

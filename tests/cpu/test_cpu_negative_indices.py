@@ -174,3 +174,19 @@ def test_debug_mode_on_an_array_made_in_the_kernel():
     np.testing.assert_array_equal(checked_new_array(3, -1), [0.0, 0.0, 2.0])
     with pytest.raises(IndexError, match=r"index -4 is out of bounds"):
         checked_new_array(3, -4)
+
+
+@kd.kernel
+def components_from_the_end(p: kd.Array[kd.vec3], k: kd.Array[kd.i64], out: kd.Array[kd.f32],
+                            q: kd.Array[kd.vec3]):
+    for i in kd.prange(k.shape[0]):
+        v = p[i]
+        out[i] = v[k[i]]
+        v[-1 - k[i]] = 10.0
+        q[i] = v
+
+
+def test_run_time_vector_components_count_from_the_end(rng):
+    p = rng.normal(size=(6, 3)).astype(np.float32)
+    k = np.array([-1, -2, -3, 0, 1, 2])
+    check(components_from_the_end, p, k, np.zeros(6, np.float32), np.zeros((6, 3), np.float32))
