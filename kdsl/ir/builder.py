@@ -12,6 +12,20 @@ from kdsl.ir.location import UNKNOWN_LOCATION, SourceLocation
 from kdsl.ir.ops import lookup
 
 
+def typed_operation(
+    name: str,
+    operands: Sequence[Value],
+    attrs: dict[str, Any] | None = None,
+    regions: list[Block] | None = None,
+    location: SourceLocation = UNKNOWN_LOCATION,
+) -> Operation:
+    """A new op, not yet in a block, whose result types its registry rule gives (the rule
+    rejects operands of the wrong types)."""
+    attrs = dict(attrs or {})
+    result_types = lookup(name).result_types([v.type for v in operands], attrs)
+    return Operation(name, list(operands), result_types, attrs, regions, location)
+
+
 class IRBuilder:
     """Appends operations to the current block, with the current source location."""
 
@@ -46,10 +60,11 @@ class IRBuilder:
         regions: list[Block] | None = None,
         result_types: list[Any] | None = None,
     ) -> Operation:
-        attrs = dict(attrs or {})
         if result_types is None:
-            result_types = lookup(name).result_types([v.type for v in operands], attrs)
-        op = Operation(name, list(operands), result_types, attrs, regions, self.location)
+            op = typed_operation(name, operands, attrs, regions, self.location)
+        else:
+            op = Operation(name, list(operands), result_types, dict(attrs or {}), regions,
+                           self.location)
         self.block.append(op)
         return op
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.ir.analysis import definitions
+from kdsl.ir.builder import typed_operation
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import ElementAccess, element_access
 
@@ -17,14 +18,14 @@ class _Emitter:
         self.ops: list[Operation] = []
         self.location = like.location
 
-    def add(self, name: str, operands: list[Value], types: list[Any], **attrs: Any) -> Operation:
-        op = Operation(name, operands, types, attrs, None, self.location)
+    def add(self, name: str, operands: list[Value], **attrs: Any) -> Operation:
+        op = typed_operation(name, operands, attrs, None, self.location)
         self.ops.append(op)
         return op
 
     def constant(self, value: Any, type: T.ScalarType) -> Value:
         value = bool(value) if type.is_bool else float(value) if type.is_float else int(value)
-        return self.add("constant", [], [type], value=value, type=type).result
+        return self.add("constant", [], value=value, type=type).result
 
 
 _GUARD_YIELDS: set[Operation] = set()
@@ -54,32 +55,30 @@ def _guard(
     inside: Value | None = None
     checks = []
     for axis, index in enumerate(indices):
-        size = e.add("array_dim", [array], [T.i64], axis=axis).result
+        size = e.add("array_dim", [array], axis=axis).result
         ok = e.add("bit_and", [
-            e.add("ge", [index, zero], [T.bool_]).result,
-            e.add("lt", [index, size], [T.bool_]).result,
-        ], [T.bool_]).result
+            e.add("ge", [index, zero]).result,
+            e.add("lt", [index, size]).result,
+        ]).result
         checks.append((index, size, ok, axis))
-        inside = ok if inside is None else e.add("bit_and", [inside, ok], [T.bool_]).result
+        inside = ok if inside is None else e.add("bit_and", [inside, ok]).result
     assert inside is not None
     then_block, else_block = Block(), Block()
     op.parent = then_block
     then_block.ops.append(op)
-    own_yield = Operation("yield", list(op.results), [], {}, None, op.location)
+    own_yield = typed_operation("yield", list(op.results), location=op.location)
     _GUARD_YIELDS.add(own_yield)
     then_block.ops.append(own_yield)
     report = _Emitter(op)
     # report the first failing axis
     for index, size, ok, axis in checks:
-        report.add("raise_index_error", [_as_written(index, definitions), size, ok], [], axis=axis,
+        report.add("raise_index_error", [_as_written(index, definitions), size, ok], axis=axis,
                    array=getattr(array, "name_hint", ""))
     fallback = [_zero(report, r.type) for r in op.results]
-    report.add("yield", fallback, [])
+    report.add("yield", fallback)
     else_block.ops.extend(report.ops)
-    guarded = Operation(
-        "if", [inside], [r.type for r in op.results], {"types": [r.type for r in op.results]},
-        [then_block, else_block], op.location,
-    )
+    guarded = typed_operation("if", [inside], {"types": [r.type for r in op.results]},
+                              [then_block, else_block], op.location)
     # the guarded op keeps its results inside the region; the if gives them outside
     mapping = dict(zip(op.results, guarded.results))
     return e.ops + [guarded], mapping
@@ -88,7 +87,7 @@ def _guard(
 def _zero(e: _Emitter, t: Any) -> Value:
     if isinstance(t, T.ScalarType):
         return e.constant(0, t)
-    return e.add("splat", [e.constant(0, t.element)], [t], type=t).result
+    return e.add("splat", [e.constant(0, t.element)], type=t).result
 
 
 def _visit(block: Block, mapping: dict[Value, Value], definitions: dict[Value, Operation]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kdsl.ir.builder import typed_operation
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import element_access, view_source
 from kdsl.ir.structured import ParallelForOp
@@ -17,10 +18,10 @@ from kdsl.ir.structured import ParallelForOp
 
 def _demote(op: Operation) -> list[Operation]:
     array, *indices, value = op.operands
-    load = Operation("array_load", [array, *indices], [value.type], {}, None, op.location)
+    load = typed_operation("array_load", [array, *indices], location=op.location)
     kind = "add" if op.attrs["kind"] == "add" else "sub"
-    update = Operation(kind, [load.result, value], [value.type], {}, None, op.location)
-    store = Operation("array_store", [array, *indices, update.result], [], {}, None, op.location)
+    update = typed_operation(kind, [load.result, value], location=op.location)
+    store = typed_operation("array_store", [array, *indices, update.result], location=op.location)
     return [load, update, store]
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl.ir.analysis import users
+from kdsl.ir.builder import typed_operation
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import allocates, view_source
 
@@ -36,7 +37,7 @@ def _visit(block: Block, users_of: dict[Value, list[Operation]], top: bool) -> N
     if top:
         return  # arrays of the call itself are released when it returns
     frees = [
-        Operation("array_free", [op.result], [], {}, None, op.location)
+        typed_operation("array_free", [op.result], location=op.location)
         for op in block.ops if allocates(op) and not _escapes(op.result, users_of)
     ]
     if frees:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl.ir.analysis import definitions
+from kdsl.ir.builder import typed_operation
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import allocates, element_access, has_effect, view_source
 from kdsl.ir.ops import Trait, lookup
@@ -101,13 +102,12 @@ class _Fuser:
         a_yield, b_yield = a_body.ops[-1], b_clone.ops[-1]
         for op in a_body.ops[:-1] + b_clone.ops[:-1]:
             body.append(op)
-        body.append(Operation("yield", list(a_yield.operands) + list(b_yield.operands), [], {},
-                              None, a_yield.location))
+        body.append(typed_operation("yield", list(a_yield.operands) + list(b_yield.operands),
+                                    location=a_yield.location))
         remap_operands(body, remap)
-        fused = Operation(
+        fused = typed_operation(
             "parallel_for",
             list(first.operands) + list(nest_b.inits),
-            [r.type for r in first.results] + [r.type for r in second.results],
             {"ndim": ndim, "reductions": tuple(first.attrs["reductions"])
              + tuple(second.attrs["reductions"])},
             [body], first.location,

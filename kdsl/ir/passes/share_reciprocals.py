@@ -14,6 +14,7 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.ir.analysis import definitions
+from kdsl.ir.builder import typed_operation
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.location import UNKNOWN_LOCATION
 from kdsl.ir.rewrite import remap_operands
@@ -84,14 +85,14 @@ class _Rewriter:
         return mapping
 
     def _one_like(self, op: Operation, base: Value) -> Value:
-        one = Operation("constant", [], [base.type], {"value": 1.0, "type": base.type}, None,
-                        op.location)
+        one = typed_operation("constant", [], {"value": 1.0, "type": base.type},
+                              location=op.location)
         block = self.parent[op]
         self._insert(block, block.ops.index(op), one)
         return one.result
 
     def _mul_before(self, op: Operation, a: Value, b: Value) -> Value:
-        mul = Operation("mul", [a, b], [a.type], {}, None, op.location)
+        mul = typed_operation("mul", [a, b], location=op.location)
         block = self.parent[op]
         self._insert(block, block.ops.index(op), mul)
         return mul.result
@@ -107,9 +108,9 @@ class _Rewriter:
             block = self.argument_block[base]
             index = 0
             location = block.ops[0].location if block.ops else UNKNOWN_LOCATION
-        one = Operation("constant", [], [base.type], {"value": 1.0, "type": base.type}, None,
-                        location)
-        reciprocal = Operation("div", [one.result, base], [base.type], {}, None, location)
+        one = typed_operation("constant", [], {"value": 1.0, "type": base.type},
+                              location=location)
+        reciprocal = typed_operation("div", [one.result, base], location=location)
         self._insert(block, index, one)
         self._insert(block, index + 1, reciprocal)
         return reciprocal.result

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from kdsl import types as T
+from kdsl.ir.builder import typed_operation
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.rewrite import remap_operands
 
@@ -22,7 +23,7 @@ class _Simplifier:
         return v
 
     def constant_op(self, value: Any, type: T.ScalarType, like: Operation) -> Operation:
-        op = Operation("constant", [], [type], {"value": value, "type": type}, None, like.location)
+        op = typed_operation("constant", [], {"value": value, "type": type}, location=like.location)
         self.constants[op.result] = value
         return op
 
@@ -124,8 +125,7 @@ class _Simplifier:
             if not isinstance(left.type, T.ScalarType) or not left.type.is_float or compared in (
                 "eq", "ne"
             ):  # for floats only eq/ne invert exactly (NaN)
-                flipped = Operation(inverse[compared], [left, right], [T.bool_], {}, None,
-                                    op.location)
+                flipped = typed_operation(inverse[compared], [left, right], location=op.location)
                 self.mapping[op.result] = flipped.result
                 self.comparisons[flipped.result] = (inverse[compared], (left, right))
                 return [flipped]
@@ -166,8 +166,7 @@ class _Simplifier:
             self.mapping[op.result] = op.operands[0]
             return True
         if then_value is False and else_value is True:
-            negation = Operation("logical_not", [op.operands[0]], [op.result.type], {}, None,
-                                 op.location)
+            negation = typed_operation("logical_not", [op.operands[0]], location=op.location)
             self.mapping[op.result] = negation.result
             return [negation]
         return None

@@ -12,6 +12,7 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.ir.analysis import definitions
+from kdsl.ir.builder import typed_operation
 from kdsl.ir.core import Block, Module, Operation, Value
 from kdsl.ir.effects import has_side_effects
 from kdsl.ir.rewrite import clone_block, remap_operands
@@ -75,19 +76,18 @@ class _Splitter:
         location = loop.location
 
         def make(name: str, operands: list[Value], **attrs: Any) -> Operation:
-            result_type = attrs.get("type", operands[0].type if operands else T.i64)
-            return Operation(name, operands, [result_type], attrs, None, location)
+            return typed_operation(name, operands, attrs, location=location)
 
         one = make("constant", [], value=1, type=T.i64)
         lower = make("max", [excluded, start])
         first_stop = make("min", [lower.result, stop])
         # x + 1 only where x < stop, so that it cannot overflow
-        beyond = make("ge", [excluded, stop], type=T.bool_)
+        beyond = make("ge", [excluded, stop])
         capped = make("min", [excluded, stop])
         after = make("add", [capped.result, one.result])
         lower_after = make("max", [after.result, start])
         clamped = make("min", [lower_after.result, stop])
-        second_start = make("select", [beyond.result, stop, clamped.result], type=T.i64)
+        second_start = make("select", [beyond.result, stop, clamped.result])
         inits = ForOp(loop).inits
         first = self._loop(loop, guard, start, first_stop.result, step, list(inits))
         second = self._loop(loop, guard, second_start.result, stop, step, list(first.results))
@@ -108,8 +108,7 @@ class _Splitter:
         local = dict(zip(cloned_guard.results, yielded))
         for op in body.walk():
             op.operands = [local.get(v, v) for v in op.operands]
-        new = Operation("for", [start, stop, step, *inits], [r.type for r in loop.results], {},
-                        [body], loop.location)
+        new = typed_operation("for", [start, stop, step, *inits], {}, [body], loop.location)
         for old, fresh in zip(loop.results, new.results):
             fresh.name_hint = old.name_hint
         return new
