@@ -28,12 +28,14 @@ In CI each test runs a few dozen programs. To hunt for bugs:
   fresh programs per test (hypothesis stops at the first failure and shrinks it);
 - ``python tests/cpu/test_cpu_random_programs.py 3000 --seed 1`` runs 3000 programs of
   every kind, reports every failure with its program and inputs, and a summary;
-  ``--start N`` with a count of N + 1 reruns program N alone.
+  ``--start N`` with a count of N + 1 reruns program N alone; ``--cuda`` also runs each
+  program on the CUDA device (``KDSL_TEST_CUDA`` chooses a GPU or the emulator).
 """
 
 import numpy as np
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
+import kdsl_cuda_testing as cuda_testing
 from kdsl_cpu_util import assert_same, clone, fuzz_settings, kernel_from_source
 
 PROGRAMS = fuzz_settings(40)
@@ -550,7 +552,9 @@ def program_inputs(draw):
     return xs, ys, ns, ms, a, kk
 
 
-def run_program(source, inputs, rtol=0.0, atol=0.0):
+def run_program(source, inputs, rtol=0.0, atol=0.0, device=False):
+    """Runs the program compiled and as Python on the same inputs; ``device``: also on
+    the CUDA device (emulated where there is no GPU)."""
     kernel = kernel_from_source(source, prefix="prog")
     xs, ys, ns, ms, a, kk = inputs
     x_dtype = np.float32 if "# x: f32" in source else np.float64
@@ -558,6 +562,7 @@ def run_program(source, inputs, rtol=0.0, atol=0.0):
             a, kk, np.full((len(xs), 4), -1.0), np.full((len(xs), 4), -1, np.int64),
             np.arange(7, dtype=np.int64) * 3 - 9)
     python_args = clone(args)
+    device_args = clone(args)
     with np.errstate(all="ignore"):
         expected = kernel.python(*python_args)
     actual = kernel(*args)
@@ -565,6 +570,8 @@ def run_program(source, inputs, rtol=0.0, atol=0.0):
         assert_same(actual, expected, rtol, atol)
         for k in (6, 7, 8):
             assert_same(args[k], python_args[k], rtol, atol, what=("out", "iout", "hist")[k - 6])
+        if device:
+            cuda_testing.check_on_device(kernel, device_args, expected, python_args, rtol, atol)
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n--- program ---\n{source}") from None
 
@@ -784,7 +791,7 @@ def random_program(seed, number):
     return ProgramGenerator(rng.randint, kind, mode).program(False), random_inputs(rng), 0.0
 
 
-def hunt(count, seed=0, start=0):
+def hunt(count, seed=0, start=0, device=False):
     """Runs programs ``start`` to ``count - 1`` of ``seed``; prints each failure (a
     mismatch, or an error of the compiled kernel on a program Python runs) and a summary.
     Returns the number of failures."""
@@ -797,7 +804,7 @@ def hunt(count, seed=0, start=0):
     for number in range(start, count):
         source, inputs, tolerance = random_program(seed, number)
         try:
-            run_program(source, inputs, rtol=tolerance, atol=tolerance)
+            run_program(source, inputs, rtol=tolerance, atol=tolerance, device=device)
         except Exception as exc:  # every failure is reported, the hunt goes on
             message = f"{type(exc).__name__}: {exc}"
             headline = message.splitlines()[0][:100]
@@ -822,5 +829,8 @@ if __name__ == "__main__":
     parser.add_argument("--seed", type=int, default=0, help="a different seed, other programs")
     parser.add_argument("--start", type=int, default=0,
                         help="the first program (to reproduce one: --start N with count N + 1)")
+    parser.add_argument("--cuda", action="store_true",
+                        help="also run each program on the CUDA device (emulated without a GPU)")
     arguments = parser.parse_args()
-    raise SystemExit(1 if hunt(arguments.count, arguments.seed, arguments.start) else 0)
+    raise SystemExit(1 if hunt(arguments.count, arguments.seed, arguments.start, arguments.cuda)
+                     else 0)
