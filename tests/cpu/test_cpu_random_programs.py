@@ -32,10 +32,10 @@ In CI each test runs a few dozen programs. To hunt for bugs:
   program on the CUDA device (``KDSL_TEST_CUDA`` chooses a GPU or the emulator).
 """
 
+import kdsl_cuda_testing as cuda_testing
 import numpy as np
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
-import kdsl_cuda_testing as cuda_testing
 from kdsl_cpu_util import assert_same, clone, fuzz_settings, kernel_from_source
 
 PROGRAMS = fuzz_settings(40)
