@@ -6,6 +6,7 @@ emulated where there is no GPU). Out of range after wrapping is the debug-mode
 
 from __future__ import annotations
 
+import kdsl_cuda_testing as cuda_testing
 import numpy as np
 import pytest
 from kdsl_cpu_util import check, with_threads
@@ -190,3 +191,14 @@ def test_run_time_vector_components_count_from_the_end(rng):
     p = rng.normal(size=(6, 3)).astype(np.float32)
     k = np.array([-1, -2, -3, 0, 1, 2])
     check(components_from_the_end, p, k, np.zeros(6, np.float32), np.zeros((6, 3), np.float32))
+
+
+@pytest.mark.skipif(not cuda_testing.enabled(), reason="CUDA tests are off")
+def test_debug_mode_on_the_cuda_device():
+    with cuda_testing.on_device():
+        x = kd.array(np.arange(10.0), device="cuda")
+        out = kd.zeros(4, kd.f64, device="cuda")
+        checked_gather(x, kd.array(np.array([-10, -1, 0, 9]), device="cuda"), out)
+        np.testing.assert_array_equal(out.numpy(), [0.0, 9.0, 0.0, 9.0])
+        with pytest.raises(IndexError, match=r"index -11 is out of bounds .* size 10"):
+            checked_gather(x, kd.array(np.array([0, -11, 0, 0]), device="cuda"), out)
