@@ -70,6 +70,21 @@ def test_every_axis_and_arrays_of_vectors(rng):
 
 
 @kd.kernel
+def grid_updates(a, b, c):
+    nx = a.shape[0]
+    ny = a.shape[1]
+    for i, j in kd.ndrange(nx, ny):
+        b[i - nx, -1 - j] += a[-1 - i, j]
+        kd.atomic_max(c, (-1, j - ny), a[i, j])
+
+
+def test_two_axes_of_a_parallel_grid(rng):
+    a = rng.integers(-50, 50, size=(5, 6))
+    with_threads(2, check, grid_updates, a, rng.integers(-5, 5, size=(5, 6)),
+                 np.full((2, 6), -100))
+
+
+@kd.kernel
 def histogram(idx, w, h):
     for p in kd.prange(idx.shape[0]):
         h[idx[p]] += w[p]
