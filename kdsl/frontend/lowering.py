@@ -11,6 +11,7 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.errors import CompileError
+from kdsl.frontend.captures import bound_names, is_array_object
 from kdsl.frontend.scope import TypeConflict, TypeTable, VariableType
 from kdsl.frontend.source import MISSING, FunctionSource
 from kdsl.frontend.values import IterationSpace, Static, TupleValue
@@ -136,6 +137,10 @@ class LoweringBase:
                     return self.constant(obj)
                 except (OverflowError, TypeError) as exc:
                     self.error(str(exc), node)
+            if is_array_object(obj):
+                self.error("kernels take arrays as arguments or read them from global and "
+                           "closure variables by name; bind this one to a global name or "
+                           "pass it as an argument", node)
             self.error(f"{_describe(obj)} cannot be used as a value in a kernel", node)
         if isinstance(x, TupleValue):
             self.error("a tuple cannot be used as a single value here", node)
@@ -221,9 +226,10 @@ class LoweringBase:
     def lookup(self, name: str, node: ast.AST) -> Any:
         if name in self.env:
             return self.env[name]
-        if name in self.local_names:
-            self.error(f"local '{name}' may be used before it is assigned", node)
         obj = self.source.lookup(name)
+        if name in self.local_names and (obj is MISSING or name in bound_names(self.source.tree)):
+            # (a name only written through, as in grid[i] = v, may be a global)
+            self.error(f"local '{name}' may be used before it is assigned", node)
         if obj is MISSING:
             self.error(f"name '{name}' is not defined", node)
         if isinstance(obj, (bool, int, float, np.generic)):

@@ -166,3 +166,22 @@ def test_global_cuda_array_is_captured(rng):
     expected = step.python(0.25)
     np.testing.assert_allclose(got, grid_v, rtol=1e-5)
     assert float(total) == pytest.approx(float(expected), rel=1e-5)
+
+
+def test_an_array_reached_through_an_attribute_names_the_remedy():
+    from kdsl_cpu_util import module_from_source
+
+    module = module_from_source(
+        """
+        import types
+
+        params = types.SimpleNamespace(grid=np.zeros(3))
+
+        @kd.kernel
+        def k():
+            for i in kd.prange(3):
+                params.grid[i] = 1.0
+        """
+    )
+    with pytest.raises(kd.CompileError, match="bind this one to a global name or pass it"):
+        module.k()
