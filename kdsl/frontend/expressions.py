@@ -11,7 +11,7 @@ from kdsl import types as T
 from kdsl.frontend import numeric_rules
 from kdsl.frontend.tensors import TensorLowering, is_array
 from kdsl.frontend.values import Static, TupleValue
-from kdsl.frontend.vectors import VectorLowering
+from kdsl.frontend.vectors import COMPONENT_NAMES, VectorLowering
 from kdsl.ir.core import Block, Value
 
 _BINOPS: dict[type, str] = {
@@ -26,7 +26,6 @@ _SYMBOLS = {
     "add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%", "pow": "**",
     "bit_and": "&", "bit_or": "|", "bit_xor": "^", "shl": "<<", "shr": ">>", "matmul": "@",
 }
-COMPONENT_NAMES = {"x": 0, "y": 1, "z": 2, "w": 3}
 
 
 class ExpressionLowering(VectorLowering, TensorLowering):
@@ -346,7 +345,7 @@ class ExpressionLowering(VectorLowering, TensorLowering):
     def array_indices(self, array: Value, index_node: ast.expr, node: ast.AST) -> list[Value]:
         t = array.type
         assert isinstance(t, T.ArrayType)
-        items = self.index_values(index_node)
+        items = self.expand_vector_indices(self.pending_index_values(index_node))
         if any(isinstance(i, Static) and isinstance(i.obj, slice) for i in items) or isinstance(
             index_node, ast.Slice
         ):
@@ -374,7 +373,9 @@ class ExpressionLowering(VectorLowering, TensorLowering):
                       for i in items)
         if isinstance(index, ast.Name) and isinstance(self.env.get(index.id), TupleValue):
             return False  # a tuple of indices held in a local
-        return special or len(items) < t.ndim
+        if not special and len(items) < t.ndim:  # grid[base + offset], with an ivec2
+            return not self.indexes_every_axis(t, index)
+        return special
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
         base = self.expr(node.value)

@@ -126,6 +126,10 @@ class StatementLowering(StaticLoopLowering):
         if op_name is None:
             self.error(f"unsupported augmented assignment {type(node.op).__name__}", node)
         target = node.target
+        if self.parallel_depth > 0 and op_name in ("add", "sub") and self.atomic_component_update(
+            target, op_name, node.value, node
+        ):  # grid_v[i, j].y -= g
+            return
         if isinstance(target, ast.Subscript):
             base = self.value(target.value)
             if isinstance(base.type, T.ArrayType):
@@ -232,6 +236,8 @@ class StatementLowering(StaticLoopLowering):
         self.error(f"a value of type {base.type} cannot be assigned into", node)
 
     def store_component(self, base_node: ast.expr, k: Any, value: Any, node: ast.AST) -> None:
+        if self.store_array_component(base_node, k, value, node):  # v[i].x = e
+            return
         if not isinstance(base_node, ast.Name):
             self.error("only a local vector's components can be assigned", node)
         base = self.value_of(self.lookup(base_node.id, base_node), base_node)

@@ -16,6 +16,7 @@ from kdsl.ir.location import SourceLocation
 from kdsl.ir.ops import OpTypeError
 
 SHAPED = (T.VectorType, T.MatrixType)
+COMPONENT_NAMES = {"x": 0, "y": 1, "z": 2, "w": 3}
 
 # method name -> the kd builtin it is an alias of (the receiver is its first argument)
 VECTOR_METHODS = {
@@ -34,6 +35,23 @@ class VectorLowering(LoweringBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.promotion_origins: dict[Value, tuple[SourceLocation, str]] = {}
+        self.pending_index: tuple[ast.expr, list[Any]] | None = None
+
+    # provided by ExpressionLowering
+    def index_values(self, node: ast.expr) -> list[Any]:
+        raise NotImplementedError
+
+    def value(self, node: ast.expr) -> Value:
+        raise NotImplementedError
+
+    def selects_view(self, t: T.ArrayType, index: ast.expr) -> bool:
+        raise NotImplementedError
+
+    def array_indices(self, array: Value, index_node: ast.expr, node: ast.AST) -> list[Value]:
+        raise NotImplementedError
+
+    def component_index(self, t: Any, index_node: ast.expr, node: ast.AST) -> int | Value:
+        raise NotImplementedError
 
     def op(self, name: str, *operands: Value, node: ast.AST | None = None, **attrs: Any) -> Value:
         try:
@@ -71,6 +89,109 @@ class VectorLowering(LoweringBase):
                 return (f" (the float64 comes from {what} at line {location.line}: `{text}`; "
                         "convert with kd.vec2(...) & co. or use float32 values there)")
         return ""
+
+    # --- arrays indexed by integer vectors ----------------------------------------------
+
+    def indexes_every_axis(self, t: T.ArrayType, index: ast.expr) -> bool:
+        """Whether ``index`` has fewer items than ``t`` has axes only because some items are
+        integer vectors. Keeps the lowered items for the array access that follows."""
+        items = self.index_values(index)
+        self.pending_index = (index, items)
+        count = len(self.expand_vector_indices(items, check_only=True))
+        if count != len(items) and count != t.ndim:
+            self.error(f"this array has {t.ndim} axes; the index gives {count} (each integer "
+                       "vector counts its components)", index)
+        return count == t.ndim
+
+    def pending_index_values(self, index: ast.expr) -> list[Any]:
+        pending, self.pending_index = self.pending_index, None
+        if pending is not None and pending[0] is index:
+            return pending[1]
+        return self.index_values(index)
+
+    def expand_vector_indices(self, items: list[Any], check_only: bool = False) -> list[Any]:
+        """The items with each integer vector replaced by its components."""
+        expanded: list[Any] = []
+        for item in items:
+            t = getattr(item, "type", None)
+            if isinstance(t, T.VectorType) and (t.element.is_integer or t.element.is_bool):
+                expanded.extend(
+                    item if check_only else self.op("extract", item, index=k)
+                    for k in range(t.size))
+            else:
+                expanded.append(item)
+        return expanded
+
+    # --- components of array elements --------------------------------------------------
+
+    def element_of_array(self, node: ast.expr) -> tuple[Value, list[Value]] | None:
+        """For ``a[i, j]`` naming one element of an array of vectors or matrices: the array
+        and its indices; None for anything else."""
+        if not isinstance(node, ast.Subscript):
+            return None
+        array = self.value(node.value)
+        t = array.type
+        if not isinstance(t, T.ArrayType) or not isinstance(t.dtype, SHAPED) or (
+            self.selects_view(t, node.slice)
+        ):
+            return None
+        return array, self.array_indices(array, node.slice, node)
+
+    def store_array_component(self, base_node: ast.expr, k: Any, value: Any, node: ast.AST) -> bool:
+        """``v[i].x = e``, ``v[i][0] = e``, ``m[i][0, 1] = e``: the element is read, the
+        component replaced and the element written back. False if ``base_node`` is not an
+        element of an array."""
+        found = self.element_of_array(base_node)
+        if found is None:
+            return False
+        array, indices = found
+        dtype = array.type.dtype
+        if k is None or isinstance(k, int) and not 0 <= k < dtype.count:
+            self.error(f"{dtype} has no such component to assign", node)
+        old = self.op("array_load", array, *indices, node=node)
+        element = self.coerce(self.value_of(value, node), dtype.element, node)
+        new = self.inserted(old, element, k)
+        self.builder.create("array_store", [array, *indices, new])
+        return True
+
+    def inserted(self, vector: Value, element: Value, k: int | Value) -> Value:
+        """``vector`` with component ``k`` (a constant or a run-time index) replaced."""
+        if not isinstance(k, Value):
+            return self.op("insert", vector, element, index=k)
+        updated = vector
+        for c in range(vector.type.count):
+            hit = self.op("eq", k, self.builder.constant(c, T.i64))
+            updated = self.op("select", hit, self.op("insert", vector, element, index=c), updated)
+        return updated
+
+    def atomic_component_update(self, target: ast.expr, op_name: str, value_node: ast.expr,
+                                node: ast.AST) -> bool:
+        """``grid_v[i, j].y -= g`` in a parallel loop: an atomic update of that component
+        (the other components get zero added). False if ``target`` is not a component of
+        an array element."""
+        if isinstance(target, ast.Attribute):
+            base_node, k_node = target.value, None
+        elif isinstance(target, ast.Subscript):
+            base_node, k_node = target.value, target.slice
+        else:
+            return False
+        found = self.element_of_array(base_node)
+        if found is None:
+            return False
+        array, indices = found
+        dtype = array.type.dtype
+        if k_node is None:
+            assert isinstance(target, ast.Attribute)
+            named = COMPONENT_NAMES.get(target.attr)
+            if not isinstance(dtype, T.VectorType) or named is None or named >= dtype.size:
+                self.error(f"{dtype} has no component '{target.attr}'", target)
+            k: int | Value = named
+        else:
+            k = self.component_index(dtype, k_node, target)
+        delta = self.coerce(self.value(value_node), dtype.element, node)
+        vector = self.inserted(self.zero(dtype), delta, k)
+        self.op("atomic_rmw", array, *indices, vector, kind=op_name, implicit=True, node=node)
+        return True
 
     # --- mixed element types ----------------------------------------------------------------
 
@@ -117,3 +238,4 @@ def flatten(x: Any) -> list[Any]:
 
 def _has_f64_elements(t: Any) -> bool:
     return isinstance(t, (T.ScalarType, *SHAPED)) and T.element_scalar(t) == T.f64
+

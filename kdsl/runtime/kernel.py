@@ -39,10 +39,12 @@ class Func:
 
     def __call__(self, *args: Any) -> Any:
         from kdsl.random_numbers import active_stream, call_drawing_func
+        from kdsl.runtime.python_rewrite import plain_python_function
 
+        function = plain_python_function(self.py_function)
         if active_stream() is not None and self.draws_random_numbers():
-            return call_drawing_func(self.py_function, args)
-        return self.py_function(*args)
+            return call_drawing_func(function, args)
+        return function(*args)
 
     def grad(self, gradient: Callable[..., Any]) -> Func:
         """``@f.grad`` defines f's gradient by hand: a function of f's arguments and the

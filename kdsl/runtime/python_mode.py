@@ -87,6 +87,65 @@ class ElementArrayView:
         return self
 
 
+# --- the helpers of kdsl/runtime/python_rewrite.py --------------------------------------
+
+
+def _index(index: Any) -> Any:
+    """An index with integer vectors spread over as many axes as they have components."""
+    if isinstance(index, Vector):
+        return tuple(index.tolist())
+    if isinstance(index, tuple) and any(isinstance(i, Vector) for i in index):
+        spread: list[Any] = []
+        for i in index:
+            spread.extend(i.tolist() if isinstance(i, Vector) else [i])
+        return tuple(spread)
+    return index
+
+
+def _kd_getitem(container: Any, index: Any) -> Any:
+    return container[_index(index)]
+
+
+def _kd_setitem(value: Any, container: Any, index: Any) -> None:
+    container[_index(index)] = value
+
+
+def _kd_augitem(container: Any, index: Any, op: Any, value: Any) -> None:
+    index = _index(index)
+    container[index] = op(container[index], value)
+
+
+def _element_in_place(container: Any, index: Any) -> Any:
+    """``container[index]``; for an element of an array of vectors or matrices, a view of
+    it (writes to its components reach the array), not the copy ``a[i]`` gives."""
+    index = _index(index)
+    if isinstance(container, ElementArrayView) and container._selects_element(index):
+        view = container.data[index]
+        return view.view(Vector if isinstance(container.element, T.VectorType) else Matrix)
+    return container[index]
+
+
+def _set_component(element: Any, key: Any, is_attribute: bool, value: Any) -> None:
+    if is_attribute:
+        setattr(element, key, value)
+    else:
+        element[_index(key)] = value
+
+
+def _kd_setcomponent(value: Any, container: Any, index: Any, key: tuple[Any, bool]) -> None:
+    """``container[index].x = value`` or ``container[index][k] = value``, in place."""
+    _set_component(_element_in_place(container, index), key[0], key[1], value)
+
+
+def _kd_augcomponent(container: Any, index: Any, key: tuple[Any, bool], op: Any,
+                     value: Any) -> None:
+    """``container[index].x += value`` and the like, in place."""
+    element = _element_in_place(container, index)
+    name, is_attribute = key
+    old = getattr(element, name) if is_attribute else element[_index(name)]
+    _set_component(element, name, is_attribute, op(old, value))
+
+
 def run_as_python(kernel: Any, args: tuple) -> Any:
     params = kernel.parameters(args)
     wrapped = []
@@ -102,8 +161,11 @@ def run_as_python(kernel: Any, args: tuple) -> Any:
         elif isinstance(p.type, T.ScalarType) and not p.weak:
             a = p.type.numpy_dtype.type(a)
         wrapped.append(a)
+    from kdsl.runtime.python_rewrite import plain_python_function
+
+    function = plain_python_function(kernel.py_function)
     if kernel.uses_random():
         from kdsl.random_numbers import run_with_stream
 
-        return run_with_stream(kernel.py_function.__code__, kernel.py_function, *wrapped)
-    return kernel.py_function(*wrapped)
+        return run_with_stream(function.__code__, function, *wrapped)
+    return function(*wrapped)

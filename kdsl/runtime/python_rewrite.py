@@ -1,0 +1,147 @@
+"""The plain-Python form of a kernel: its own function with the subscripts that kdsl
+gives a meaning Python lacks routed through helpers (kdsl/runtime/python_mode.py):
+
+- an integer vector as an index (``grid[base + offset]`` with an ivec2) indexes as many
+  axes as it has components;
+- a component of an array element is assigned in place (``v[i].x = 0``,
+  ``grid_v[i, j].y -= g``, ``v[i][0] = 1``), where Python would assign into a copy.
+
+Everything else runs as written. The rewritten function keeps the original's globals,
+closure cells, file and line numbers, so tracebacks point at the user's source.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import operator
+import types
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+_IN_PLACE: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.iadd, ast.Sub: operator.isub, ast.Mult: operator.imul,
+    ast.Div: operator.itruediv, ast.FloorDiv: operator.ifloordiv, ast.Mod: operator.imod,
+    ast.Pow: operator.ipow, ast.BitAnd: operator.iand, ast.BitOr: operator.ior,
+    ast.BitXor: operator.ixor, ast.LShift: operator.ilshift, ast.RShift: operator.irshift,
+    ast.MatMult: operator.imatmul,
+}
+_OPERATOR_NAMES = {op: f"_kd_op_{op.__name__}" for op in _IN_PLACE}
+HELPERS = ("_kd_getitem", "_kd_setitem", "_kd_augitem", "_kd_setcomponent", "_kd_augcomponent")
+
+
+def _plain_index(node: ast.expr) -> bool:
+    """An index without slices (those stay Python's: views, never vector indices)."""
+    items = node.elts if isinstance(node, ast.Tuple) else [node]
+    return not any(isinstance(i, (ast.Slice, ast.Starred)) for i in items)
+
+
+def _call(name: str, *args: ast.expr) -> ast.Call:
+    return ast.Call(ast.Name(name, ast.Load()), list(args), [])
+
+
+class _RouteSubscripts(ast.NodeTransformer):
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        if isinstance(node.ctx, ast.Load) and _plain_index(node.slice):
+            return ast.copy_location(_call("_kd_getitem", node.value, node.slice), node)
+        return node
+
+    def _component_target(self, target: ast.expr) -> tuple[ast.expr, ast.expr, ast.expr] | None:
+        """``E[I].attr`` or ``E[I][K]``: (E, I, key), key a string constant or K."""
+        if isinstance(target, ast.Attribute):
+            inner, key = target.value, ast.Constant(target.attr)
+        elif isinstance(target, ast.Subscript) and _plain_index(target.slice):
+            inner, key = target.value, self.visit(target.slice)
+        else:
+            return None
+        if not (isinstance(inner, ast.Subscript) and _plain_index(inner.slice)):
+            return None
+        attr = ast.Constant(isinstance(target, ast.Attribute))
+        return self.visit(inner.value), self.visit(inner.slice), ast.Tuple([key, attr], ast.Load())
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        if len(node.targets) != 1:
+            return self.generic_visit(node)
+        target = node.targets[0]
+        component = self._component_target(target)
+        if component is not None:
+            value = self.visit(node.value)
+            return ast.copy_location(ast.Expr(_call("_kd_setcomponent", value, *component)), node)
+        if isinstance(target, ast.Subscript) and _plain_index(target.slice):
+            value = self.visit(node.value)
+            call = _call("_kd_setitem", value, self.visit(target.value), self.visit(target.slice))
+            return ast.copy_location(ast.Expr(call), node)
+        return self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        op = ast.Name(_OPERATOR_NAMES[type(node.op)], ast.Load())
+        component = self._component_target(node.target)
+        if component is not None:
+            call = _call("_kd_augcomponent", *component, op, self.visit(node.value))
+            return ast.copy_location(ast.Expr(call), node)
+        target = node.target
+        if isinstance(target, ast.Subscript) and _plain_index(target.slice):
+            call = _call("_kd_augitem", self.visit(target.value), self.visit(target.slice), op,
+                         self.visit(node.value))
+            return ast.copy_location(ast.Expr(call), node)
+        return self.generic_visit(node)
+
+
+_REWRITTEN: weakref.WeakKeyDictionary[Callable[..., Any], Callable[..., Any]] = (
+    weakref.WeakKeyDictionary())
+
+
+def plain_python_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` rewritten as described above (cached); ``fn`` itself where its source cannot
+    be read."""
+    cached = _REWRITTEN.get(fn)
+    if cached is not None:
+        return cached
+    try:
+        rewritten = _rewrite(fn)
+    except Exception:  # noqa: BLE001 - no source, or a construct the rewrite does not know
+        rewritten = fn
+    _REWRITTEN[fn] = rewritten
+    return rewritten
+
+
+def _rewrite(fn: Callable[..., Any]) -> Callable[..., Any]:
+    from kdsl.frontend.source import read_function
+    from kdsl.runtime import python_mode
+
+    source = read_function(fn)
+    tree = copy.deepcopy(source.tree)
+    tree.decorator_list = []
+    tree = _RouteSubscripts().visit(tree)
+    original_free = fn.__code__.co_freevars
+    helper_names = list(HELPERS) + list(_OPERATOR_NAMES.values())
+    # a factory whose parameters become the rewritten function's free variables
+    parameters = [ast.arg(n) for n in (*original_free, *helper_names)]
+    factory = ast.FunctionDef(
+        name="_kd_factory",
+        args=ast.arguments(posonlyargs=[], args=parameters, kwonlyargs=[], kw_defaults=[],
+                           defaults=[]),
+        body=[tree, ast.Return(ast.Name(tree.name, ast.Load()))], decorator_list=[],
+    )
+    module = ast.Module(body=[factory], type_ignores=[])
+    ast.fix_missing_locations(module)
+    ast.increment_lineno(module, source.first_line - 1)
+    namespace: dict[str, Any] = {}
+    exec(compile(module, source.file, "exec"), fn.__globals__, namespace)  # noqa: S102
+    code = namespace["_kd_factory"](*([None] * len(parameters))).__code__
+    helpers = {name: getattr(python_mode, name) for name in HELPERS}
+    helpers.update({name: op for op, name in ((_IN_PLACE[t], n) for t, n in _OPERATOR_NAMES.items())})
+    cells = []
+    for name in code.co_freevars:
+        if name in original_free:
+            assert fn.__closure__ is not None
+            cells.append(fn.__closure__[original_free.index(name)])
+        else:
+            cells.append(types.CellType(helpers[name]))
+    result = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__,
+                                tuple(cells) or None)
+    result.__kwdefaults__ = fn.__kwdefaults__
+    result.__qualname__ = fn.__qualname__
+    return result
