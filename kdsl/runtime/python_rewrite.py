@@ -89,21 +89,25 @@ class _RouteSubscripts(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
-_REWRITTEN: weakref.WeakKeyDictionary[Callable[..., Any], Callable[..., Any]] = (
+# per function: the code object it was rewritten for (a reload swaps it) and the result
+_REWRITTEN: weakref.WeakKeyDictionary[Callable[..., Any], tuple[Any, Callable[..., Any]]] = (
     weakref.WeakKeyDictionary())
 
 
 def plain_python_function(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` rewritten as described above (cached); ``fn`` itself where its source cannot
     be read."""
-    cached = _REWRITTEN.get(fn)
-    if cached is not None:
-        return cached
+    try:
+        cached = _REWRITTEN.get(fn)
+    except TypeError:  # not weakly referenceable
+        return fn
+    if cached is not None and cached[0] is fn.__code__:
+        return cached[1]
     try:
         rewritten = _rewrite(fn)
     except Exception:  # noqa: BLE001 - no source, or a construct the rewrite does not know
         rewritten = fn
-    _REWRITTEN[fn] = rewritten
+    _REWRITTEN[fn] = (fn.__code__, rewritten)
     return rewritten
 
 
