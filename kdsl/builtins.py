@@ -362,7 +362,21 @@ def static(x: Any) -> Any:
 # --- shared writes ------------------------------------------------------------------
 
 
+def spread_vector_index(index: Any) -> Any:
+    """An index with integer vectors spread over as many axes as they have components
+    (``grid[base + offset]`` with an ivec2 indexes two axes)."""
+    if isinstance(index, Vector):
+        return tuple(index.tolist())
+    if isinstance(index, (tuple, list)) and any(isinstance(i, Vector) for i in index):
+        spread: list[Any] = []
+        for i in index:
+            spread.extend(i.tolist() if isinstance(i, Vector) else [i])
+        return tuple(spread)
+    return index
+
+
 def _index(index: Any) -> Any:
+    index = spread_vector_index(index)
     return tuple(index) if isinstance(index, (tuple, list)) else index
 
 

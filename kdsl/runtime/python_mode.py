@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from kdsl import types as T
-from kdsl.builtins import Matrix, Vector
+from kdsl.builtins import Matrix, Vector, spread_vector_index
 
 
 class ElementArrayView:
@@ -90,16 +90,7 @@ class ElementArrayView:
 # --- the helpers of kdsl/runtime/python_rewrite.py --------------------------------------
 
 
-def _index(index: Any) -> Any:
-    """An index with integer vectors spread over as many axes as they have components."""
-    if isinstance(index, Vector):
-        return tuple(index.tolist())
-    if isinstance(index, tuple) and any(isinstance(i, Vector) for i in index):
-        spread: list[Any] = []
-        for i in index:
-            spread.extend(i.tolist() if isinstance(i, Vector) else [i])
-        return tuple(spread)
-    return index
+_index = spread_vector_index
 
 
 def _kd_getitem(container: Any, index: Any) -> Any:

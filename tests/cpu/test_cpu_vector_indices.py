@@ -167,3 +167,21 @@ def test_vector_and_integer_indices_mix(rng):
     out = np.zeros(3, np.float32)
     check(mixed_vector_and_integer_indices, vol, cells, out)
     np.testing.assert_array_equal(vol[cells[:, 0], cells[:, 1], 0], out)
+
+
+@kd.kernel
+def atomics_at_vector_indices(cells: kd.Array[kd.ivec2], grid: kd.Array[kd.f32, 2],
+                              grid_v: kd.Array[kd.vec2, 2]):
+    for k in kd.prange(cells.shape[0]):
+        kd.atomic_add(grid, cells[k], 1.0)
+        kd.atomic_add(grid_v, cells[k] + kd.ivec2(1, 1), kd.vec2(1.0, 2.0))
+
+
+def test_atomics_at_vector_indices(rng):
+    cells = rng.integers(0, 4, (300, 2)).astype(np.int32)
+    grid, grid_v = np.zeros((5, 5), np.float32), np.zeros((5, 5, 2), np.float32)
+    with_threads(2, check, atomics_at_vector_indices, cells, grid, grid_v)
+    expected = np.zeros((5, 5))
+    np.add.at(expected, (cells[:, 0], cells[:, 1]), 1)
+    np.testing.assert_array_equal(grid, expected)
+    np.testing.assert_array_equal(grid_v[1:, 1:, 1], 2 * expected[:4, :4])
