@@ -16,7 +16,7 @@ import numpy as np
 from kdsl import small_matrices
 from kdsl import types as T
 from kdsl.ir.math_builtins import MATH_FUNCTIONS, MathFunction
-from kdsl.random_numbers import parallel_iterations
+from kdsl.random_numbers import ParallelIterations, parallel_iterations
 
 
 def _wrap_by_rank(result: Any) -> Any:
@@ -355,8 +355,9 @@ def inverse(m: Any) -> Any:
 
 def static(x: Any) -> Any:
     """Compile-time evaluation (Taichi's ``ti.static``): ``for k in kd.static(range(3))``
-    unrolls the loop; in plain Python it is ``x`` itself."""
-    return x
+    unrolls the loop; in plain Python it is ``x`` itself (a ``kd.ndrange`` in it is serial
+    code for the random stream, as the unrolled loop is)."""
+    return x.serial if isinstance(x, ParallelIterations) else x
 
 
 # --- shared writes ------------------------------------------------------------------

@@ -122,7 +122,10 @@ class CallStream:
         self.draws += 1
         return philox4x32(counter, (self.key0, self.key1))
 
-    def parallel(self, iterations: Iterable[Any]) -> Iterator[Any]:
+    def parallel(self, iterations: Iterable[Any]) -> ParallelIterations:
+        return ParallelIterations(self, iterations)
+
+    def run_parallel(self, iterations: Iterable[Any]) -> Iterator[Any]:
         """One of the kernel's parallel loops: each iteration draws its own numbers."""
         serial_draws = self.draws
         self.loop, self.loops = self.loops & MASK32, self.loops + 1
@@ -134,6 +137,18 @@ class CallStream:
         finally:
             self.in_parallel = False
             self.loop, self.iteration, self.draws = SERIAL_LOOP, 0, serial_draws
+
+
+class ParallelIterations:
+    """The iterations of a parallel loop in plain-Python mode (``serial`` are the same
+    iterations for ``kd.static``, which unrolls the loop: it counts as serial code)."""
+
+    def __init__(self, stream: CallStream, iterations: Iterable[Any]) -> None:
+        self.stream = stream
+        self.serial = iterations
+
+    def __iter__(self) -> Iterator[Any]:
+        return self.stream.run_parallel(self.serial)
 
 
 _active = threading.local()

@@ -270,3 +270,23 @@ def test_funcs_draw_the_same_numbers_on_the_cuda_device():
         got = a.numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-12)
     assert float(first) == pytest.approx(expected_first, rel=1e-12)
+
+
+@kd.kernel
+def unrolled(out):
+    for i, j in kd.static(kd.ndrange(2, 2)):  # unrolled: serial code, not a parallel loop
+        out[i, j] = kd.random()
+    for i in kd.prange(2):
+        out[i, 0] += kd.random()
+
+
+def test_static_ndrange_draws_as_serial_code():
+    kd.seed(8)
+    out = np.zeros((2, 2))
+    unrolled(out)
+    kd.seed(8)
+    expected = np.zeros((2, 2))
+    unrolled.python(expected)
+    np.testing.assert_array_equal(out, expected)
+    block = philox4x32((3, 0, SERIAL_LOOP, 0), (8, 0))  # the fourth serial draw
+    assert out[1, 1] == uniform_from_words(block[0], block[1])
