@@ -36,6 +36,8 @@ class VectorLowering(LoweringBase):
         super().__init__(*args, **kwargs)
         self.promotion_origins: dict[Value, tuple[SourceLocation, str]] = {}
         self.pending_index: tuple[ast.expr, list[Any]] | None = None
+        # locals assigned a promoted value: a loop or branch joining them makes new values
+        self.variable_origins: dict[str, tuple[SourceLocation, str]] = {}
 
     # provided by ExpressionLowering
     def index_values(self, node: ast.expr) -> list[Any]:
@@ -80,9 +82,16 @@ class VectorLowering(LoweringBase):
             what = " and ".join(str(v.type) for v in operands)
             self.promotion_origins[result] = (self.source.location(node), what)
 
+    def assign(self, name: str, x: Any, node: ast.AST) -> None:
+        if isinstance(x, Value) and x in self.promotion_origins:
+            self.variable_origins[name] = self.promotion_origins[x]
+        super().assign(name, x, node)
+
     def promotion_note(self, operands: tuple[Value, ...] | list[Value]) -> str:
         for v in operands:
             origin = self.promotion_origins.get(v)
+            if origin is None and _has_f64_elements(v.type) and isinstance(v.type, SHAPED):
+                origin = self.variable_origins.get(v.name_hint)
             if origin is not None:
                 location, what = origin
                 text = location.source_line().strip()

@@ -168,3 +168,19 @@ def test_bad_list_literals_are_located_errors():
     ''')
     with pytest.raises(kd.CompileError, match=r"determinant\(\) needs a square matrix"):
         k2(np.zeros((2, 2, 2), np.float32), np.zeros(2, np.float32))
+
+
+def test_float64_promotion_through_a_loop_names_its_line():
+    k = kernel_from_source('''
+        @kd.kernel
+        def k(m: kd.Array[kd.mat22], x: kd.Array[kd.vec2], s: kd.f64, out: kd.Array[kd.vec2]):
+            for i in kd.prange(x.shape[0]):
+                d = kd.vec2(0.0)
+                for step in range(3):
+                    d += x[i] * s
+                out[i] = m[i] @ d
+    ''')
+    with pytest.raises(kd.CompileError, match=r"got mat22 and vec2d \(the float64 comes from "
+                       r"vec2 and f64 at line \d+: `d \+= x\[i\] \* s`"):
+        k(np.ones((3, 2, 2), np.float32), np.ones((3, 2), np.float32), 2.0,
+          np.zeros((3, 2), np.float32))
