@@ -1,5 +1,7 @@
 """Fixtures of the whole suite: a private disk cache for the session (so no run reads
-another's entries) and the thread count restored after every test."""
+another's entries), the thread count restored after every test, and parallel loops that
+start a team of threads however small they are (so that the small inputs of tests
+exercise the parallel code; tests/cpu/test_cpu_parallel_policy.py tests the default)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import tempfile
 import pytest
 
 import kdsl as kd
+from kdsl.runtime.threads import set_min_parallel_work
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -31,6 +34,13 @@ def _restore_num_threads():
     previous = kd.get_num_threads()
     yield
     kd.set_num_threads(previous)
+
+
+@pytest.fixture(autouse=True)
+def _small_parallel_loops_use_threads():
+    previous = set_min_parallel_work(0)
+    yield
+    set_min_parallel_work(previous)
 
 
 def _ptx_checks_enabled() -> bool:

@@ -1,9 +1,17 @@
 """Parallel loops on the CPU.
 
 A top-level ``parallel_for`` is outlined into a function of one ``i8*`` context argument
-and run on a team of threads (``GOMP_parallel`` through the runtime hooks); each thread
-takes a contiguous chunk of the outermost axis. Reductions keep one partial per thread,
-combined in thread order afterwards. A parallel loop inside another runs serially.
+and run on a team of threads (``GOMP_parallel`` through the runtime hooks). The outermost
+axis is cut into a few contiguous chunks per thread. Each thread claims the chunks of its
+own block one at a time from the block's counter, then those left in the other blocks:
+on idle cores every thread runs its own block (the static split, which keeps a thread on
+the same data from one loop to the next), and when the OS deschedules a thread (the
+cores are shared with other processes or another threading runtime) the running ones
+take over its chunks instead of waiting for it. Reductions keep one partial per chunk, combined in chunk order afterwards,
+so a result does not depend on which thread ran which chunk. A loop whose estimated work
+(iterations times the body's cost, see parallel_cost) is below the runtime's threshold
+runs on the calling thread: a team would cost more than it saves. A parallel loop inside
+another runs serially.
 
 Scatter privatisation: an array that the region only updates with ``+=``/``-=`` (atomics
 whose old value is unused) gets a zeroed private copy per thread when it is small next to
@@ -31,11 +39,17 @@ from kdsl.codegen.llvm_types import (
     unflatten,
     void,
 )
+from kdsl.codegen.parallel_cost import body_cost, has_inner_loop
 from kdsl.ir.analysis import free_values
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.structured import ParallelForOp
 
 MAX_THREADS = 256
+CHUNKS_PER_THREAD = 8  # enough for the running threads to absorb a descheduled one's share
+MAX_CHUNKS = 512
+CHUNK_ALIGN = 64  # iterations: a multiple of any vector loop's width times its unrolling
+# runtime.threads.ParallelSettings, which the requested_threads hook points to
+SETTINGS_T = ir.LiteralStructType([i32, i32, i64])
 PRIVATE_COPY_LIMIT = 1 << 22  # elements; larger scatter targets stay atomic
 PRIVATE_COPY_RATIO = 4  # privatise when iterations >= RATIO * elements
 
@@ -66,6 +80,7 @@ class ParallelLoops:
 
     # state owned by KernelEmitter
     values: dict[Value, Repr]
+    chunk_counters: dict[ir.Function, ir.Value]
     private_copies: dict[Value, tuple[ir.Value, ArrayView]]
     status: ir.Value
     in_parallel: bool
@@ -158,10 +173,94 @@ class ParallelLoops:
 
     # --- outlining ------------------------------------------------------------------
 
-    def _thread_count(self) -> ir.Value:
-        requested = self.b.load(self.hooks.load(self.b, "requested_threads"))
+    def _schedule(self, extents: list[ir.Value], cost: int,
+                  vectorised: bool) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """(team size, number of chunks, iterations of the outermost axis per chunk).
+
+        The team is the requested thread count (1 to MAX_THREADS), or 1 when the loop's
+        work (iterations times ``cost``) is below the runtime's threshold. A team of
+        several threads gets CHUNKS_PER_THREAD chunks per thread, fewer when a chunk would
+        hold less than a quarter of the threshold's work (claiming one costs an atomic
+        update of a cache line the threads share); one thread gets one chunk. The chunks
+        of a ``vectorised`` loop (one axis, no inner loop) hold whole multiples of
+        CHUNK_ALIGN iterations."""
+        settings = self.b.bitcast(self.hooks.load(self.b, "requested_threads"),
+                                  SETTINGS_T.as_pointer())
+        requested = self.b.load(self.b.gep(settings, [ir.Constant(i32, 0), ir.Constant(i32, 0)]))
+        min_work = self.b.load(self.b.gep(settings, [ir.Constant(i32, 0), ir.Constant(i32, 2)]))
+        one = ir.Constant(i64, 1)
         at_least_one = self.scalar.op_max(T.i32, requested, ir.Constant(i32, 1))
-        return self.scalar.op_min(T.i32, at_least_one, ir.Constant(i32, MAX_THREADS))
+        threads = self.scalar.op_min(T.i32, at_least_one, ir.Constant(i32, MAX_THREADS))
+        iterations: ir.Value = one
+        for e in extents:
+            iterations = self.b.mul(iterations, e)
+
+        def iterations_for(work: ir.Value) -> ir.Value:  # ceil(work / cost), no overflow
+            return self.b.sdiv(self.b.add(work, ir.Constant(i64, cost - 1)), ir.Constant(i64, cost))
+
+        worth = self.b.icmp_signed(">=", iterations, iterations_for(min_work))
+        team = self.b.select(worth, threads, ir.Constant(i32, 1))
+        team64 = self.b.zext(team, i64)
+        per_chunk = self.scalar.op_max(
+            T.i64, iterations_for(self.b.sdiv(min_work, ir.Constant(i64, 4))), one)
+        by_work = self.scalar.op_max(T.i64, self.b.sdiv(iterations, per_chunk), one)
+        by_team = self.scalar.op_min(
+            T.i64, self.b.mul(team64, ir.Constant(i64, CHUNKS_PER_THREAD)), by_work)
+        wanted = self.b.select(self.b.icmp_signed(">", team64, one), by_team, one)
+        count = self.scalar.op_min(T.i64, self.scalar.op_min(T.i64, extents[0], wanted),
+                                   ir.Constant(i64, MAX_CHUNKS))
+        count = self.scalar.op_max(T.i64, count, ir.Constant(i64, 0))
+        size = self._ceil_div(extents[0], self.scalar.op_max(T.i64, count, one))
+        if vectorised:
+            # whole vector iterations: elements take the same vectorised or scalar path in
+            # each chunk as in a serial loop, so results do not depend on the chunks
+            align = ir.Constant(i64, CHUNK_ALIGN)
+            size = self.b.mul(self._ceil_div(size, align), align)
+            count = self.b.select(self.b.icmp_signed(">", count, one),
+                                  self._ceil_div(extents[0], size), count)
+        return team, count, size
+
+    def _ceil_div(self, a: ir.Value, b: ir.Value) -> ir.Value:
+        """ceil(a / b) for a >= 0 and b > 0."""
+        return self.b.sdiv(self.b.sub(self.b.add(a, b), ir.Constant(i64, 1)), b)
+
+    def _block_counters(self, team: ir.Value, nchunks: ir.Value) -> ir.Value:
+        """The kernel's chunk counters, one per block (a cache line each), set to the first
+        chunk of each of ``team`` blocks."""
+        fn = self.b.function
+        if fn not in self.chunk_counters:
+            counters = self._entry_alloca(ir.ArrayType(ir.ArrayType(i64, 8), MAX_THREADS))
+            counters.align = 64
+            self.chunk_counters[fn] = counters
+        counters = self.chunk_counters[fn]
+        team64 = self.b.zext(team, i64)
+
+        def reset(block: ir.Value, carried: list[Repr]) -> list[Repr]:
+            first = self.b.sdiv(self.b.mul(block, nchunks), team64)
+            self.b.store(first, self.b.gep(counters, [ir.Constant(i32, 0), block,
+                                                      ir.Constant(i32, 0)]))
+            return []
+
+        self._counted_loop(ir.Constant(i64, 0), team64, ir.Constant(i64, 1), [], [], reset)
+        return self.b.bitcast(counters, i64.as_pointer())
+
+    def _claim_chunks(self, counters: ir.Value, block: ir.Value, blocks: ir.Value,
+                      nchunks: ir.Value, run_chunk: Callable[[ir.Value], None]) -> None:
+        """Runs the chunks of ``block`` that no thread has claimed yet, one at a time."""
+        end = self.b.sdiv(self.b.mul(self.b.add(block, ir.Constant(i64, 1)), nchunks), blocks)
+        counter = self.b.gep(counters, [self.b.mul(block, ir.Constant(i64, 8))])
+        fn = self.b.function
+        claim_bb = fn.append_basic_block("chunk.claim")
+        run_bb = fn.append_basic_block("chunk.run")
+        done_bb = fn.append_basic_block("chunk.done")
+        self.b.branch(claim_bb)
+        self.b.position_at_end(claim_bb)
+        claimed = self.b.atomic_rmw("add", counter, ir.Constant(i64, 1), "monotonic")
+        self.b.cbranch(self.b.icmp_signed("<", claimed, end), run_bb, done_bb)
+        self.b.position_at_end(run_bb)
+        run_chunk(claimed)
+        self.b.branch(claim_bb)
+        self.b.position_at_end(done_bb)
 
     def _private_copies(self, targets: list[Value], extents: list[ir.Value],
                         nthreads: ir.Value,
@@ -249,12 +348,16 @@ class ParallelLoops:
         inits = [self.values[v] for v in loop.inits]
         types = [r.type for r in op.results]
         free = free_values(body)  # the extents too: the body may use them
-        nthreads = self._thread_count()
+        vectorised = ndim == 1 and not has_inner_loop(body)
+        nthreads, nchunks, chunk = self._schedule(extents, body_cost(body), vectorised)
         targets = scatter_targets(body, free)
         copies = self._private_copies(targets, extents, nthreads,
                                       bool(op.attrs.get("many_updates")))
-        # the context: status, extents, captured values, private copies, reduction partials
-        fields: list[ir.Value] = [self.status, *extents]
+        # the context: status, the chunk schedule, extents, captured values, private copies,
+        # reduction partials
+        counters = self._block_counters(nthreads, nchunks)
+        fields: list[ir.Value] = [self.status, counters, self.b.zext(nthreads, i64), nchunks,
+                                  chunk, *extents]
         for v in free:
             fields.extend(flatten(self.values[v], v.type))
         for buffer, total in copies:
@@ -262,7 +365,7 @@ class ParallelLoops:
         partials = []
         for t in types:
             lt = flat_types(t)[0]
-            buffer = self._entry_alloca(lt, MAX_THREADS * len(flat_types(t)))
+            buffer = self._entry_alloca(lt, MAX_CHUNKS * len(flat_types(t)))
             partials.append(buffer)
             fields.append(buffer)
         # constants (such as a contiguous array's strides) stay constants in the region
@@ -272,20 +375,6 @@ class ParallelLoops:
         for k, f in enumerate(passed):
             self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
         outlined = self._emit_outlined(body, struct_t, fields, ndim, free, targets, types, kinds)
-        # every partial starts at the identity, for threads the runtime does not start
-        for t, kind, buffer in zip(types, kinds, partials):
-            width = len(flat_types(t))
-            identity = flatten(self._identity(kind, t))
-
-            def fill(tid: ir.Value, carried: list[Repr], buffer: Any = buffer, width: int = width,
-                     identity: list = identity) -> list[Repr]:
-                for c in range(width):
-                    slot = self.b.add(self.b.mul(tid, ir.Constant(i64, width)), ir.Constant(i64, c))
-                    self.b.store(identity[c], self.b.gep(buffer, [slot]))
-                return []
-
-            self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64), ir.Constant(i64, 1),
-                               [], [], fill)
         ctx_ptr = self.b.bitcast(ctx, i8_ptr)
         fn = self.b.function
         serial_bb = fn.append_basic_block("parallel.serial")
@@ -305,16 +394,16 @@ class ParallelLoops:
         for t, kind, init, buffer in zip(types, kinds, inits, partials):
             width = len(flat_types(t))
 
-            def combine(tid: ir.Value, carried: list[Repr], buffer: Any = buffer, width: int = width,
-                        t: Any = t, kind: str = kind) -> list[Repr]:
+            def combine(index: ir.Value, carried: list[Repr], buffer: Any = buffer,
+                        width: int = width, t: Any = t, kind: str = kind) -> list[Repr]:
                 parts = []
                 for c in range(width):
-                    slot = self.b.add(self.b.mul(tid, ir.Constant(i64, width)), ir.Constant(i64, c))
+                    slot = self.b.add(self.b.mul(index, ir.Constant(i64, width)), ir.Constant(i64, c))
                     parts.append(self.b.load(self.b.gep(buffer, [slot])))
                 return [self._combine(kind, t, carried[0], unflatten(t, parts))]
 
-            (total,) = self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64),
-                                          ir.Constant(i64, 1), [init], [t], combine)
+            (total,) = self._counted_loop(ir.Constant(i64, 0), nchunks, ir.Constant(i64, 1),
+                                          [init], [t], combine)
             results.append(total)
         return results
 
@@ -339,9 +428,9 @@ class ParallelLoops:
             pointer = self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, slot)])
             loaded.append(self.b.load(pointer))
             slot += 1
-        self.status = loaded[0]
-        extents = loaded[1:1 + ndim]
-        position = 1 + ndim
+        self.status, counters, blocks, nchunks, chunk = loaded[:5]
+        extents = loaded[5:5 + ndim]
+        position = 5 + ndim
         for v in free:
             width = len(flat_types(v.type))
             self.values[v] = unflatten(v.type, loaded[position:position + width])
@@ -357,16 +446,25 @@ class ParallelLoops:
                                          T.element_scalar(array.type.dtype))
             self.private_copies[array] = (use_copy, private)
         partials = loaded[position:]
-        chunk = self.b.sdiv(self.b.sub(self.b.add(extents[0], team), ir.Constant(i64, 1)), team)
-        lower = self.scalar.op_min(T.i64, self.b.mul(tid, chunk), extents[0])
-        upper = self.scalar.op_min(T.i64, self.b.add(lower, chunk), extents[0])
-        accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
-        finals = self._nested_loops(extents, lower, upper, accs, types, body)
-        for final, buffer in zip(finals, partials):
-            parts = flatten(final)
-            for c, part in enumerate(parts):
-                index = self.b.add(self.b.mul(tid, ir.Constant(i64, len(parts))), ir.Constant(i64, c))
-                self.b.store(part, self.b.gep(buffer, [index]))
+
+        def run_chunk(index: ir.Value) -> None:
+            lower = self.scalar.op_min(T.i64, self.b.mul(index, chunk), extents[0])
+            upper = self.scalar.op_min(T.i64, self.b.add(lower, chunk), extents[0])
+            accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
+            finals = self._nested_loops(extents, lower, upper, accs, types, body)
+            for final, buffer in zip(finals, partials):
+                parts = flatten(final)
+                for c, part in enumerate(parts):
+                    slot = self.b.add(self.b.mul(index, ir.Constant(i64, len(parts))),
+                                      ir.Constant(i64, c))
+                    self.b.store(part, self.b.gep(buffer, [slot]))
+
+        def visit_block(step: ir.Value, carried: list[Repr]) -> list[Repr]:
+            owner = self.b.urem(self.b.add(tid, step), blocks)  # this thread's block first
+            self._claim_chunks(counters, owner, blocks, nchunks, run_chunk)
+            return []
+
+        self._counted_loop(ir.Constant(i64, 0), blocks, ir.Constant(i64, 1), [], [], visit_block)
         self.b.ret_void()
         self._finish_function(fn)
         (self.scalar.builder, self.status, self.values, self.in_parallel,
