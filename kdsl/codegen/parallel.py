@@ -215,7 +215,7 @@ class ParallelLoops:
             # whole vector iterations: elements take the same vectorised or scalar path in
             # each chunk as in a serial loop, so results do not depend on the chunks
             align = ir.Constant(i64, CHUNK_ALIGN)
-            size = self.b.mul(self._ceil_div(size, align), align)
+            size = self.b.mul(self._ceil_div(self.scalar.op_max(T.i64, size, one), align), align)
             count = self.b.select(self.b.icmp_signed(">", count, one),
                                   self._ceil_div(extents[0], size), count)
         return team, count, size

@@ -143,3 +143,12 @@ def test_invalid_min_parallel_work_is_rejected(bad):
     with pytest.raises(ValueError, match="non-negative integer"):
         threads.set_min_parallel_work(bad)
     assert threads.SETTINGS.min_work == before
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_empty_loops(n_threads, min_work):
+    empty = np.zeros(0)
+    assert with_threads(n_threads, float_total, empty) == 0.0
+    with_threads(n_threads, check, shifted_square, empty, np.zeros(0))
+    with_threads(n_threads, check, row_sums, np.zeros((0, 3)), np.zeros(0))
+    with_threads(n_threads, check, row_sums, np.zeros((3, 0)), np.zeros(3))
