@@ -90,7 +90,8 @@ class FunctionLowering(StatementLowering):
         self.capture_values = [Value(vt.type, c.name) for c, vt in zip(captures, hidden)]
         self.body.args.extend(self.capture_values)
         if stream:
-            stream_values = [Value(vt.type, "") for vt in stream]
+            stream_values = [Value(vt.type, name) for vt, name in
+                             zip(stream, ("rng_key0", "rng_key1", "rng_call"))]
             self.body.args.extend(stream_values)
             random_draws.bind_stream(self, stream_values)
         index = {c.identity: k for k, c in enumerate(captures)}
