@@ -77,3 +77,22 @@ def test_in_place_time_loop_gradient_on_the_device(emulated_device) -> None:
     g = kd.grad(relax)(on_device, 4)
     np.testing.assert_allclose(g.numpy(), expected, rtol=1e-10)
     np.testing.assert_array_equal(on_device.numpy(), x)
+
+
+@kd.kernel
+def products(x: kd.Array[kd.f64], m: kd.i32) -> kd.f64:
+    s = 0.0
+    for i in kd.prange(x.shape[0]):
+        p = 1.0
+        for j in range(m):
+            p = p * kd.cos(x[i] + 0.1 * float(j))  # p is stored per iteration of j
+        s += p
+    return s
+
+
+def test_storage_inside_a_parallel_loop_on_the_device(emulated_device) -> None:
+    x = np.random.default_rng(5).random(300)
+    expected = kd.grad(products)(x, 6)
+    g = kd.grad(products)(kd.array(x, device="cuda"), 6)
+    np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12)
+    kd.check_grad(products, x[:5].copy(), 6)
