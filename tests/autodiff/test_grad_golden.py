@@ -35,21 +35,25 @@ kernel @square_sum(%x: array<f64, 1, C>, %w: f64, %d_x: array<f64, 1, C>) -> f64
   %13 = constant 0.0 : f64
   %14 = constant 0 : i64
   %15 = constant 1 : i64
-  %16 = for %14, %7, %15, %13 : f64 (%r: i64, %d_w: f64) {
-    %17 = sub %7, %15 : i64
-    %18 = sub %17, %r : i64
-    %19 = mul %18, %4 : i64
-    %20 = add %3, %19 : i64
-    %21 = array_load %x, %20 : f64
-    %22 = mul %21, %w : f64
-    %23 = add %0, %22 : f64
-    %24 = mul %12, %w : f64
-    %25 = mul %12, %21 : f64
-    %26 = add %d_w, %25 : f64
-    %27 = atomic_rmw %d_x, %20, %24 {kind = 'add', implicit = True} : f64
-    yield %26
+  %16 = constant 0 : i64
+  %17 = constant 1 : i64
+  %18 = for %16, %7, %17, %13 : f64 (%r: i64, %d_w: f64) {
+    %19 = add %14, %7 : i64
+    %20 = sub %19, %17 : i64
+    %21 = sub %20, %r : i64
+    %22 = sub %21, %14 : i64
+    %23 = mul %21, %4 : i64
+    %24 = add %3, %23 : i64
+    %25 = array_load %x, %24 : f64
+    %26 = mul %25, %w : f64
+    %27 = add %0, %26 : f64
+    %28 = mul %12, %w : f64
+    %29 = mul %12, %25 : f64
+    %30 = add %d_w, %29 : f64
+    %31 = atomic_rmw %d_x, %24, %28 {kind = 'add', implicit = True} : f64
+    yield %30
   }
-  return %s, %16
+  return %s, %18
 }
 """
 

@@ -35,18 +35,25 @@ _SKIPPED_WHEN_RECOMPUTING = frozenset({
     "raise_value_error", "array_free",
 })
 _INDEX = T.i64
+CHECKPOINT_AFTER = 64
+"""Loops of more iterations keep what the reverse sweep needs every ~sqrt(n) iterations."""
 
 
 @dataclass
 class LoopTape:
     """What the forward sweep kept of one serial loop: its trip count and the storage of
-    the loop-carried values the reverse sweep reads, one element per iteration."""
+    the loop-carried values the reverse sweep reads (and copies of the arrays it updates
+    in place). Long loops keep them only every ``segment`` iterations (checkpoints,
+    ``segments`` of them): the reverse sweep runs each segment again from its checkpoint,
+    so that memory grows with the square root of the trip count."""
 
     trip: Value
     storage: dict[Value, Value] = field(default_factory=dict)
     start: Value | None = None
     step: Value | None = None
     snapshots: dict[Value, Value] = field(default_factory=dict)  # state array -> copies
+    segment: Value | None = None  # None: every iteration is kept
+    segments: Value | None = None
 
 
 @dataclass
@@ -264,8 +271,12 @@ class AdjointEmitter:
         stored = [a for a in body.args[1:] if a in self.needed]
         trip = self._trip_count(start, stop, step)
         tape = LoopTape(trip, {}, start, step)
-        tape.storage = self._storage([a for a in stored], trip)
-        tape.snapshots = {a: snapshot_storage(self, m.get(a, a), trip) for a in state}
+        if stored or state:
+            self._plan_checkpoints(tape)
+            assert tape.segments is not None
+            tape.storage = self._storage(stored, tape.segments)
+            tape.snapshots = {a: snapshot_storage(self, m.get(a, a), tape.segments)
+                              for a in state}
 
         def save(new: Block) -> None:
             if not stored and not state:
@@ -274,11 +285,7 @@ class AdjointEmitter:
                 k = self.op("sub", new.args[0], start)
             else:
                 k = self.op("floordiv", self.op("sub", new.args[0], start), step)
-            for a in stored:
-                self.b.create("array_store", [tape.storage[a], k, m[a]])
-            for a, copies in tape.snapshots.items():
-                current = m.get(a, a)
-                copy_elements(self, current, [], copies, [k], current)
+            self._save_checkpoint(tape, k, {a: m[a] for a in stored}, m)
 
         regions = [self.clone_block(body, m, recompute, save)]
         new = Operation("for", [m.get(v, v) for v in op.operands], [r.type for r in op.results],
@@ -289,9 +296,38 @@ class AdjointEmitter:
         self.b.block.append(new)
         return tape
 
+    def _plan_checkpoints(self, tape: LoopTape) -> None:
+        """Segments of about sqrt(trip) iterations for loops of more than
+        CHECKPOINT_AFTER iterations; one iteration each (everything kept) otherwise."""
+        one = self.b.constant(1, _INDEX)
+        root = self.op("cast", self.op("sqrt", self.op("cast", tape.trip, type=T.f64)),
+                       type=_INDEX)
+        long = self.op("gt", tape.trip, self.b.constant(CHECKPOINT_AFTER, _INDEX))
+        tape.segment = self.op("select", long, self.op("add", root, one), one)
+        span = self.op("add", tape.trip, self.op("sub", tape.segment, one))
+        tape.segments = self.op("floordiv", span, tape.segment)
+
+    def _save_checkpoint(self, tape: LoopTape, k: Value, values: dict[Value, Value],
+                         m: dict[Value, Value]) -> None:
+        """At the first iteration of each segment, what it starts from."""
+        assert tape.segment is not None
+        zero = self.b.constant(0, _INDEX)
+        starts = self.op("eq", self.op("mod", k, tape.segment), zero)
+        then, otherwise = Block(), Block()
+        with self.b.at(then):
+            index = self.op("floordiv", k, tape.segment)
+            for a, value in values.items():
+                self.b.create("array_store", [tape.storage[a], index, value])
+            for a, copies in tape.snapshots.items():
+                current = m.get(a, a)
+                copy_elements(self, current, [], copies, [index], current)
+            self.b.create("yield", [])
+        with self.b.at(otherwise):
+            self.b.create("yield", [])
+        self.b.create("if", [starts], {"types": []}, [then, otherwise], [])
+
     def _counted_while(self, op: Operation, m: dict[Value, Value], recompute: bool,
-                       storage: dict[Value, Value] | None,
-                       snapshots: dict[Value, Value] | None = None) -> Operation:
+                       tape: LoopTape | None) -> Operation:
         """A copy of a while loop that also counts its iterations (and stores the values
         its body starts from, when ``storage`` is given)."""
         before, body = op.regions
@@ -302,13 +338,9 @@ class AdjointEmitter:
         new_before.args.append(Value(_INDEX, "count"))
 
         def save(new: Block) -> None:
-            if storage:
-                for a in body.args:
-                    if a in storage:
-                        self.b.create("array_store", [storage[a], counter, m[a]])
-            for a, copies in (snapshots or {}).items():
-                current = m.get(a, a)
-                copy_elements(self, current, [], copies, [counter], current)
+            if tape is not None:
+                self._save_checkpoint(tape, counter,
+                                      {a: m[a] for a in body.args if a in tape.storage}, m)
 
         counter = Value(_INDEX, "count")
         new_body = self.clone_block(body, m, recompute, save)
@@ -335,13 +367,17 @@ class AdjointEmitter:
             m[old] = fresh
         count = counted.results[-1]
         stored = [a for a in op.regions[1].args if a in self.needed]
-        tape = LoopTape(count, self._storage(stored, count))
-        tape.snapshots = {a: snapshot_storage(self, m.get(a, a), count) for a in state}
+        tape = LoopTape(count)
         if stored or state:
+            self._plan_checkpoints(tape)
+            assert tape.segments is not None
+            tape.storage = self._storage(stored, tape.segments)
+            tape.snapshots = {a: snapshot_storage(self, m.get(a, a), tape.segments)
+                              for a in state}
             after_run = self.take_snapshots(state, m)
             self.restore_snapshots(before_run, m)
             inner = dict(m)
-            self._counted_while(op, inner, True, tape.storage, tape.snapshots)
+            self._counted_while(op, inner, True, tape)
             self.restore_snapshots(after_run, m)
         return tape
 

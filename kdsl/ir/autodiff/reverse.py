@@ -4,6 +4,7 @@ reversal of loops, branches and parallel loops (see emitter.py for the forward s
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kdsl import types as T
@@ -16,7 +17,7 @@ from kdsl.ir.autodiff.emitter import (
     ReductionTape,
     located_error,
 )
-from kdsl.ir.autodiff.memory import array_bases, written_state
+from kdsl.ir.autodiff.memory import array_bases, copy_elements, snapshot_storage, written_state
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import lookup
 
@@ -56,6 +57,19 @@ def carried_loop(builder: Any, bounds: Sequence[Value], inits: Sequence[Value],
     for k, r in zip(kept, loop.results):
         values[k] = r
     return values
+
+
+@dataclass
+class _LoopPlan:
+    """What the reversal of one serial loop works with."""
+
+    body: Block
+    first_carried: int  # 1 for a for loop (its induction variable), 0 for a while loop
+    inits: Sequence[Value]
+    carried: Sequence[Value]
+    active: list[int]
+    free: list[Value]
+    loads: dict[LoadKey, Any]
 
 
 class ReverseSweep(AdjointEmitter):
@@ -214,13 +228,118 @@ class ReverseSweep(AdjointEmitter):
 
     def _reverse_loop(self, op: Operation, m: dict[Value, Value], tape: LoopTape, body: Block,
                       first_carried: int, inits: Sequence[Value]) -> None:
-        """Iterations in reverse order: restore the carried values, recompute, adjoint."""
+        """Iterations in reverse order: restore the carried values, recompute, adjoint.
+        With per-iteration storage, segment by segment from checkpoints (see LoopTape)."""
         carried = body.args[first_carried:]
         active = [k for k, a in enumerate(carried) if a in self.varied]
         free = [v for v in free_values(op.regions) if v in self.varied]
-        seeds = [self.adjoint_or_zero(op.results[k]) for k in active]
-        free_init = [self.adjoint_or_zero(f) for f in free]
         loads = self._invariant_loads(body)
+        registers = self.__dict__.setdefault("load_registers", {})
+        initial = ([self.adjoint_or_zero(op.results[k]) for k in active]
+                   + [self.adjoint_or_zero(f) for f in free]
+                   + [self.zero(t) for t in loads.values()])
+        zero = self.b.constant(0, _INDEX)
+        one = self.b.constant(1, _INDEX)
+        plan = _LoopPlan(body, first_carried, inits, carried, active, free, loads)
+        if tape.segment is None:
+            results = self._reverse_iterations(op, m, tape, plan, initial, zero, tape.trip,
+                                               tape.storage, tape.snapshots, zero)
+        else:
+            results = self._reverse_segments(op, m, tape, plan, initial)
+        for slot, k in enumerate(active):
+            self.accumulate(inits[k], results[slot])
+        for f, r in zip(free, results[len(active):]):
+            self.adj[f] = r
+        self._flush_registers(loads, results[len(active) + len(free):], tape.trip, m)
+        if tape.snapshots:  # the state as it was before the loop
+            ran = self.op("gt", tape.trip, zero)
+            then, otherwise = Block(), Block()
+            with self.b.at(then):
+                self.restore_snapshots(tape.snapshots, m, zero)
+                self.b.create("yield", [])
+            with self.b.at(otherwise):
+                self.b.create("yield", [])
+            self.b.create("if", [ran], {"types": []}, [then, otherwise], [])
+        del registers, one
+
+    def _reverse_segments(self, op: Operation, m: dict[Value, Value], tape: LoopTape,
+                          plan: _LoopPlan, initial: list[Value]) -> list[Value]:
+        """Segments last to first: from the checkpoint at its start, a segment runs again
+        storing what each of its iterations starts from, then its iterations reverse."""
+        assert tape.segment is not None and tape.segments is not None
+        zero = self.b.constant(0, _INDEX)
+        one = self.b.constant(1, _INDEX)
+        outer = Block([Value(_INDEX, "segment")] + [Value(v.type, v.name_hint) for v in initial])
+        with self.b.at(outer), self.scope():
+            index = self.op("sub", self.op("sub", tape.segments, one), outer.args[0])
+            first = self.op("mul", index, tape.segment)
+            end = self.op("min", self.op("add", first, tape.segment), tape.trip)
+            length = self.op("sub", end, first)
+            storage = self._storage(list(tape.storage), length)
+            snapshots = {a: snapshot_storage(self, m.get(a, a), length) for a in tape.snapshots}
+            self.restore_snapshots(tape.snapshots, m, index)
+            start_values = self._checkpoint_values(plan, m, tape, index)
+            last = self._run_segment(op, m, tape, plan, first, self.op("sub", length, one),
+                                     start_values, storage, snapshots)
+            final = self.op("sub", length, one)
+            for a, array in storage.items():
+                self.b.create("array_store", [array, final, last[a]])
+            for a, copies in snapshots.items():
+                current = m.get(a, a)
+                copy_elements(self, current, [], copies, [final], current)
+            results = self._reverse_iterations(op, m, tape, plan, list(outer.args[1:]), first,
+                                               length, storage, snapshots, first)
+            self.b.create("yield", results)
+        return carried_loop(self.b, [zero, tape.segments, one], initial, outer)
+
+    def _checkpoint_values(self, plan: _LoopPlan, m: dict[Value, Value], tape: LoopTape,
+                           index: Value) -> list[Value]:
+        values = []
+        for k, a in enumerate(plan.carried):
+            if a in tape.storage:
+                values.append(self.b.create("array_load", [tape.storage[a], index]).result)
+            else:  # never read by the reverse sweep: any value of its type will do
+                values.append(m.get(plan.inits[k], plan.inits[k]))
+        return values
+
+    def _run_segment(self, op: Operation, m: dict[Value, Value], tape: LoopTape,
+                     plan: _LoopPlan, first: Value, count: Value, start_values: list[Value],
+                     storage: dict[Value, Value], snapshots: dict[Value, Value]) -> dict[Value, Value]:
+        """Runs ``count`` iterations from ``first`` again, storing at slot k - first what
+        iteration k starts from; returns the values the next iteration starts from."""
+        zero = self.b.constant(0, _INDEX)
+        one = self.b.constant(1, _INDEX)
+        body = plan.body
+        loop_body = Block([Value(_INDEX, "k")] + [Value(v.type, a.name_hint)
+                                                  for v, a in zip(start_values, plan.carried)])
+        with self.b.at(loop_body), self.scope():
+            slot = loop_body.args[0]
+            inner = dict(m)
+            if plan.first_carried:
+                assert tape.start is not None and tape.step is not None
+                k = self.op("add", first, slot)
+                inner[body.args[0]] = self.op("add", tape.start, self.op("mul", k, tape.step))
+            inner.update(zip(plan.carried, loop_body.args[1:]))
+            for a, array in storage.items():
+                self.b.create("array_store", [array, slot, inner[a]])
+            for a, copies in snapshots.items():
+                current = m.get(a, a)
+                copy_elements(self, current, [], copies, [slot], current)
+            for inner_op in body.ops[:-1]:
+                if not self.skipped_when_recomputing(inner_op):
+                    self.clone(inner_op, inner, True)
+            yielded = body.ops[-1].operands
+            self.b.create("yield", [inner.get(v, v) for v in yielded])
+        loop = self.b.create("for", [zero, count, one, *start_values], {}, [loop_body])
+        return dict(zip(plan.carried, loop.results))
+
+    def _reverse_iterations(self, op: Operation, m: dict[Value, Value], tape: LoopTape,
+                            plan: _LoopPlan, initial: list[Value], first: Value, count: Value,
+                            storage: dict[Value, Value], snapshots: dict[Value, Value],
+                            offset: Value) -> list[Value]:
+        """Iterations first + count - 1 down to first, each restored from slot k - offset."""
+        body, carried, active, free, loads = (plan.body, plan.carried, plan.active, plan.free,
+                                              plan.loads)
         zero = self.b.constant(0, _INDEX)
         one = self.b.constant(1, _INDEX)
         new_body = Block([Value(_INDEX, "r")]
@@ -232,24 +351,25 @@ class ReverseSweep(AdjointEmitter):
         first_register = 1 + len(active) + len(free)
         registers.update(zip(loads, new_body.args[first_register:]))
         with self.b.at(new_body), self.scope():
-            reversed_index = new_body.args[0]
-            k_iter = self.op("sub", self.op("sub", tape.trip, one), reversed_index)
+            k_iter = self.op("sub", self.op("sub", self.op("add", first, count), one),
+                             new_body.args[0])
+            slot = self.op("sub", k_iter, offset)
             inner = dict(m)
-            if first_carried:  # a for loop: its induction variable
+            if plan.first_carried:  # a for loop: its induction variable
                 assert tape.start is not None and tape.step is not None
                 inner[body.args[0]] = self.op("add", tape.start, self.op("mul", k_iter, tape.step))
-            self.restore_snapshots(tape.snapshots, m, k_iter)
+            self.restore_snapshots(snapshots, m, slot)
             for k, a in enumerate(carried):
-                if a in tape.storage:
-                    inner[a] = self.b.create("array_load", [tape.storage[a], k_iter]).result
+                if a in storage:
+                    inner[a] = self.b.create("array_load", [storage[a], slot]).result
                 else:  # never read by the reverse sweep: any value of its type will do
-                    inner[a] = m.get(inits[k], inits[k])
+                    inner[a] = m.get(plan.inits[k], plan.inits[k])
             for f, arg in zip(free, new_body.args[1 + len(active):]):
                 self.adj[f] = arg
             tapes = self.forward(body.ops, inner, recompute=True)
             yielded = body.ops[-1].operands
-            for slot, k in enumerate(active):
-                self.accumulate(yielded[k], new_body.args[1 + slot])
+            for position, k in enumerate(active):
+                self.accumulate(yielded[k], new_body.args[1 + position])
             self.reverse(body.ops, inner, tapes)
             self._mapping = m
             outs = [self.adjoint_or_zero(carried[k]) for k in active]
@@ -258,23 +378,7 @@ class ReverseSweep(AdjointEmitter):
             self.b.create("yield", outs)
         registers.clear()
         registers.update(saved_registers)
-        register_init = [self.zero(t) for t in loads.values()]
-        results = carried_loop(self.b, [zero, tape.trip, one],
-                               [*seeds, *free_init, *register_init], new_body)
-        for slot, k in enumerate(active):
-            self.accumulate(inits[k], results[slot])
-        for f, r in zip(free, results[len(active):]):
-            self.adj[f] = r
-        self._flush_registers(loads, results[first_register - 1:], tape.trip, m)
-        if tape.snapshots:  # the state as it was before the loop
-            ran = self.op("gt", tape.trip, self.b.constant(0, _INDEX))
-            then, otherwise = Block(), Block()
-            with self.b.at(then):
-                self.restore_snapshots(tape.snapshots, m, self.b.constant(0, _INDEX))
-                self.b.create("yield", [])
-            with self.b.at(otherwise):
-                self.b.create("yield", [])
-            self.b.create("if", [ran], {"types": []}, [then, otherwise], [])
+        return carried_loop(self.b, [zero, count, one], initial, new_body)
 
     def _flush_registers(self, loads: dict[LoadKey, Any], sums: Sequence[Value], trip: Value,
                          m: dict[Value, Value]) -> None:
