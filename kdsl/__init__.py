@@ -44,7 +44,7 @@ from kdsl.runtime.arrays import (
     zeros_like,
 )
 from kdsl.runtime.cuda.device_array import CudaArray
-from kdsl.runtime.cuda.driver import CudaError
+from kdsl.runtime.cuda.errors import CudaError
 from kdsl.runtime.gradient import check_grad, grad, value_and_grad
 from kdsl.runtime.kernel import Func, Kernel, func, kernel
 from kdsl.runtime.threads import get_num_threads, set_num_threads

@@ -33,6 +33,7 @@ from kdsl.codegen.emit_kernel import KernelEmitter
 from kdsl.codegen.llvm_types import (
     ArrayView,
     Repr,
+    atomicrmw_operation,
     flat_types,
     flatten,
     i1,
@@ -41,6 +42,7 @@ from kdsl.codegen.llvm_types import (
     i32,
     i64,
     memory_type,
+    row_major_strides,
     unflatten,
     void,
 )
@@ -321,10 +323,7 @@ class DeviceEmitter(KernelEmitter):
 
             raise CompileError(f"atomic updates of {t} are not supported on CUDA (use 32- or "
                                "64-bit integers)")
-        op = {"add": "add", "sub": "sub"}.get(kind)
-        if op is None:
-            op = kind if t.is_signed else f"u{kind}"
-        return self.b.atomic_rmw(op, pointer, value, "monotonic")
+        return self.b.atomic_rmw(atomicrmw_operation(kind, t), pointer, value, "monotonic")
 
     def _compare_and_swap_loop(self, kind: str, t: T.ScalarType, pointer: ir.Value,
                                value: ir.Value) -> ir.Value:
@@ -381,10 +380,7 @@ class DeviceEmitter(KernelEmitter):
                 return []
 
             self._counted_loop(ir.Constant(i64, 0), count, ir.Constant(i64, 1), [], [], put)
-        strides: list[ir.Value] = [ir.Constant(i64, scalar_t.itemsize)]
-        for size in reversed(shape[1:]):
-            strides.insert(0, self.b.mul(strides[0], size))
-        return [ArrayView(data, shape, strides)]
+        return [ArrayView(data, shape, row_major_strides(self.b, shape, scalar_t.itemsize))]
 
     def emit_array_free(self, op: Operation) -> list[Repr]:
         view: ArrayView = self.values[op.operands[0]]

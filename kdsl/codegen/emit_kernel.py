@@ -18,6 +18,7 @@ from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
 from kdsl.codegen.llvm_types import (
     ArrayView,
     Repr,
+    atomicrmw_operation,
     f64,
     flat_types,
     flatten,
@@ -27,6 +28,7 @@ from kdsl.codegen.llvm_types import (
     i32,
     i64,
     memory_type,
+    row_major_strides,
     scalar_type,
     unflatten,
     void,
@@ -202,11 +204,7 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         shape += [ir.Constant(i64, s) for s in element_shape]
         itemsize = T.element_scalar(t.dtype).itemsize
         if t.contiguous:
-            strides: list[ir.Value] = [ir.Constant(i64, itemsize)]
-            for size in reversed(shape[1:]):
-                strides.insert(0, self.b.mul(strides[0], size) if not isinstance(size, ir.Constant)
-                               or not isinstance(strides[0], ir.Constant)
-                               else ir.Constant(i64, size.constant * strides[0].constant))
+            strides = row_major_strides(self.b, shape, itemsize)
         else:
             sp = self._field(obj, strides_off, i64.as_pointer())
             strides = [self.b.load(self.b.gep(sp, [ir.Constant(i64, k)])) for k in range(t.full_ndim)]
@@ -353,10 +351,7 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         ])
         failed = self.b.icmp_unsigned("==", data, ir.Constant(i8_ptr, None))
         self._fail_if(failed, ErrorCode.MEMORY, op, "allocation", stop=True)
-        strides: list[ir.Value] = [ir.Constant(i64, scalar_t.itemsize)]
-        for size in reversed(shape[1:]):
-            strides.insert(0, self.b.mul(strides[0], size))
-        return [ArrayView(data, shape, strides)]
+        return [ArrayView(data, shape, row_major_strides(self.b, shape, scalar_t.itemsize))]
 
     def emit_array_free(self, op: Operation) -> list[Repr]:
         view: ArrayView = self.values[op.operands[0]]
@@ -418,13 +413,6 @@ class KernelEmitter(ParallelLoops, ArrayViews):
             self.b.store(self._to_memory(scalar_t, v), p)
         return []
 
-    _ATOMIC = {
-        ("add", "float"): "fadd", ("add", "int"): "add",
-        ("sub", "float"): "fsub", ("sub", "int"): "sub",
-        ("min", "float"): "fmin", ("min", "int"): "min", ("min", "uint"): "umin",
-        ("max", "float"): "fmax", ("max", "int"): "max", ("max", "uint"): "umax",
-    }
-
     def emit_atomic_rmw(self, op: Operation) -> list[Repr]:
         if self.single_thread is None:  # outside parallel regions updates need no atomics
             return [self._plain_update(op)]
@@ -461,11 +449,7 @@ class KernelEmitter(ParallelLoops, ArrayViews):
         pointers = self._element_pointers(op, op.operands[1:-1])
         value = self.values[op.operands[-1]]
         scalar_t = T.element_scalar(op.operands[-1].type)
-        kind = op.attrs["kind"]
-        family = "float" if scalar_t.is_float else "uint" if not scalar_t.is_signed else "int"
-        if kind in ("add", "sub") and family == "uint":
-            family = "int"
-        llvm_op = self._ATOMIC[(kind, family)]
+        llvm_op = atomicrmw_operation(op.attrs["kind"], scalar_t)
         parts = value if isinstance(value, list) else [value]
         olds = [self.b.atomic_rmw(llvm_op, p, v, "monotonic") for p, v in zip(pointers, parts)]
         return olds[0] if isinstance(op.result.type, T.ScalarType) else olds

@@ -44,6 +44,7 @@ from kdsl.codegen.llvm_types import (
     i8_ptr,
     i32,
     i64,
+    row_major_strides,
     unflatten,
 )
 from kdsl.ir.analysis import free_values, users
@@ -121,13 +122,7 @@ class HostEmitter(KernelEmitter):
         shape = [word(1 + k) for k in range(t.ndim)]
         shape += [ir.Constant(i64, s) for s in T.element_shape(t.dtype)]
         if t.contiguous:
-            itemsize = T.element_scalar(t.dtype).itemsize
-            strides: list[ir.Value] = [ir.Constant(i64, itemsize)]
-            for size in reversed(shape[1:]):
-                if isinstance(size, ir.Constant) and isinstance(strides[0], ir.Constant):
-                    strides.insert(0, ir.Constant(i64, size.constant * strides[0].constant))
-                else:
-                    strides.insert(0, self.b.mul(strides[0], size))
+            strides = row_major_strides(self.b, shape, T.element_scalar(t.dtype).itemsize)
         else:
             strides = [word(1 + n + k) for k in range(n)]
         return ArrayView(data, shape, strides)

@@ -8,6 +8,7 @@ vectoriser sees only scalar code and can vectorise across iterations. Arrays are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,6 +72,27 @@ def flatten(value: Repr, t: Any = None) -> list[ir.Value]:
     if isinstance(value, list):
         return list(value)
     return [value]
+
+
+def atomicrmw_operation(kind: str, t: T.ScalarType) -> str:
+    """LLVM's ``atomicrmw`` operation for an atomic update (add, sub, min, max) of ``t``."""
+    if t.is_float:
+        return {"add": "fadd", "sub": "fsub", "min": "fmin", "max": "fmax"}[kind]
+    if kind in ("add", "sub") or t.is_signed:
+        return kind
+    return f"u{kind}"
+
+
+def row_major_strides(builder: ir.IRBuilder, shape: Sequence[ir.Value], itemsize: int) -> list[ir.Value]:
+    """Byte strides of a C-contiguous array of ``shape``; constants where the sizes are."""
+    strides: list[ir.Value] = [ir.Constant(i64, itemsize)]
+    for size in reversed(shape[1:]):
+        inner = strides[0]
+        if isinstance(size, ir.Constant) and isinstance(inner, ir.Constant):
+            strides.insert(0, ir.Constant(i64, size.constant * inner.constant))
+        else:
+            strides.insert(0, builder.mul(inner, size))
+    return strides
 
 
 def _implied_strides(t: T.ArrayType) -> list[ir.Value]:

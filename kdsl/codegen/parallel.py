@@ -36,12 +36,14 @@ from kdsl.codegen.llvm_types import (
     i8_ptr,
     i32,
     i64,
+    row_major_strides,
     unflatten,
     void,
 )
 from kdsl.codegen.parallel_cost import body_cost, has_inner_loop
 from kdsl.ir.analysis import free_values
 from kdsl.ir.core import Block, Operation, Value
+from kdsl.ir.reductions import reduction_identity
 from kdsl.ir.structured import ParallelForOp
 
 MAX_THREADS = 256
@@ -99,17 +101,7 @@ class ParallelLoops:
 
     def _identity(self, kind: str, t: Any) -> Repr:
         scalar_t = T.element_scalar(t)
-        if kind == "add":
-            value: Any = 0
-        elif kind == "mul":
-            value = 1
-        elif scalar_t.is_float:
-            value = float("inf") if kind == "min" else float("-inf")
-        elif scalar_t.is_signed:
-            value = 2 ** (scalar_t.bits - 1) - 1 if kind == "min" else -(2 ** (scalar_t.bits - 1))
-        else:
-            value = 2**scalar_t.bits - 1 if kind == "min" else 0
-        c = self.scalar.const(scalar_t, value)
+        c = self.scalar.const(scalar_t, reduction_identity(kind, scalar_t))
         return c if isinstance(t, T.ScalarType) else [c] * t.count
 
     def _combine(self, kind: str, t: Any, a: Repr, b: Repr) -> Repr:
@@ -336,10 +328,8 @@ class ParallelLoops:
         """Thread ``tid``'s contiguous copy of an array with ``view``'s shape."""
         itemsize = ir.Constant(i64, scalar_t.itemsize)
         data = self.b.gep(buffer, [self.b.mul(self.b.mul(tid, total), itemsize)])
-        strides: list[ir.Value] = [itemsize]
-        for size in reversed(view.shape[1:]):
-            strides.insert(0, self.b.mul(strides[0], size))
-        return ArrayView(data, list(view.shape), strides)
+        return ArrayView(data, list(view.shape),
+                         row_major_strides(self.b, view.shape, scalar_t.itemsize))
 
     def _outlined_parallel_for(self, op: Operation) -> list[Repr]:
         loop = ParallelForOp(op)

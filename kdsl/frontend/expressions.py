@@ -13,6 +13,7 @@ from kdsl.frontend.tensors import TensorLowering, is_array
 from kdsl.frontend.values import Static, TupleValue
 from kdsl.frontend.vectors import COMPONENT_NAMES, VectorLowering
 from kdsl.ir.core import Block, Value
+from kdsl.ir.reductions import BOOL_ARITHMETIC
 
 _BINOPS: dict[type, str] = {
     ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
@@ -103,7 +104,7 @@ class ExpressionLowering(VectorLowering, TensorLowering):
             if weak:  # Python's True + True == 2
                 scalar = T.i64
             elif name in ("add", "mul"):  # NumPy's bool + bool is or, bool * bool is and
-                logical = "bit_or" if name == "add" else "bit_and"
+                logical = BOOL_ARITHMETIC[name]
                 return self.op(logical, self.coerce(a, T.bool_, node), self.coerce(b, T.bool_, node),
                                node=node)
             else:

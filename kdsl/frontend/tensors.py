@@ -15,6 +15,7 @@ from kdsl.frontend import numeric_rules
 from kdsl.frontend.lowering import LoweringBase
 from kdsl.frontend.values import Static
 from kdsl.ir.core import Value
+from kdsl.ir.reductions import BOOL_ARITHMETIC
 
 _COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 _INTEGER_ONLY = ("bit_and", "bit_or", "bit_xor", "shl", "shr")
@@ -75,7 +76,7 @@ class TensorLowering(LoweringBase):
         if name == "div" and not scalar.is_float:
             common = T.with_element_scalar(common, T.f64)
         if name in ("add", "mul") and scalar.is_bool:
-            name = "bit_or" if name == "add" else "bit_and"
+            name = BOOL_ARITHMETIC[name]
         return self.tensor_map(name, [a, b], common, common, node)
 
     def tensor_unary(self, fn: str, v: Value, node: ast.AST) -> Value:

@@ -7,7 +7,9 @@
   parallel loop over the other axes with a serial loop inside), fused the same way.
 - An elementwise result used anywhere else (twice, by ``@``, returned, stored in a local
   read after a write) is materialised: a new array and one loop nest to fill it.
-- ``@`` becomes a loop nest whose innermost loop runs along contiguous rows.
+- ``@`` becomes a loop nest whose innermost loop runs along contiguous rows
+  (``tensor_matmul.py``); which producers fuse into which consumers is decided in
+  ``tensor_fusion.py``.
 
 Shapes are checked before each loop nest: a mismatch raises ``ValueError`` naming the
 sizes, never an out-of-bounds access. A destination that overlaps an operand read at
@@ -23,13 +25,13 @@ from kdsl import types as T
 from kdsl.ir.analysis import definitions, users
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Module, Operation, Value, use_counts
-from kdsl.ir.effects import has_side_effects, view_source
+from kdsl.ir.effects import view_source
+from kdsl.ir.passes.tensor_fusion import disjoint_rows, feeds_elementwise, fusable, lower_deferred
+from kdsl.ir.passes.tensor_matmul import lower_matmul, lower_matmul_with_epilogue
+from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
 from kdsl.ir.rewrite import remap_operands
 
 _TENSOR_OPS = ("tensor_map", "tensor_assign", "tensor_reduce", "tensor_matmul")
-MATMUL_ROWS = 8  # rows of the result computed together, sharing each row of b
-MATMUL_UNROLL = 4  # products accumulated per load and store of the result
-_REDUCTION_KINDS = {"sum": "add", "mean": "add", "min": "min", "max": "max"}
 
 
 def _base(v: Value, definitions: dict[Value, Operation]) -> Value:
@@ -68,24 +70,24 @@ class TensorLowerer:
             self.builder = IRBuilder(Block())
             self.builder.location = op.location
             if op.name == "tensor_map":
-                if self._fusable(op, block, position):
+                if fusable(self, op, block, position):
                     self.fused.add(op.result)
                     out.append(op)  # read by its consumer's loop, then dropped as dead
                     continue
                 self.mapping[op.result] = self.materialize(op.result)
             elif op.name == "tensor_assign":
-                self.lower_deferred(op.operands[1])
+                lower_deferred(self, op.operands[1])
                 self.assign(op.operands[0], op.operands[1],
                             accumulate=op.attrs.get("accumulate"))
             elif op.name == "tensor_reduce":
-                self.lower_deferred(op.operands[0])
+                lower_deferred(self, op.operands[0])
                 self.mapping[op.result] = self.reduce(op)
-            elif op.operands[1].type.ndim == 2 and self._feeds_elementwise(op, block, position):
+            elif op.operands[1].type.ndim == 2 and feeds_elementwise(self, op, block, position):
                 self.deferred[op.result] = op  # lowered with its elementwise epilogue
                 out.append(op)
                 continue
             else:
-                self.mapping[op.result] = self.matmul(op)
+                self.mapping[op.result] = lower_matmul(self, op)
             emitted = self.builder.block.ops
             for new in emitted:
                 for r in new.results:
@@ -99,29 +101,6 @@ class TensorLowerer:
         while v in self.mapping:
             v = self.mapping[v]
         return v
-
-    def _feeds_elementwise(self, op: Operation, block: Block, position: int) -> bool:
-        users = self.users.get(op.result, [])
-        return (len(users) == 1 and users[0].name == "tensor_map"
-                and self._fusable(op, block, position))
-
-    def lower_deferred(self, value: Value) -> None:
-        """Lowers the products an expression reads that wait for an epilogue, before it."""
-        for leaf in self.leaves(value):
-            if leaf in self.deferred:
-                self.mapping[leaf] = self.matmul(self.deferred.pop(leaf))
-
-    def _fusable(self, op: Operation, block: Block, position: int) -> bool:
-        users = self.users.get(op.result, [])
-        if len(users) != 1 or self.uses.get(op.result, 0) != 1:
-            return False
-        user = users[0]
-        if user.name not in ("tensor_map", "tensor_assign", "tensor_reduce"):
-            return False
-        if user not in block.ops:
-            return False
-        between = block.ops[position + 1:block.ops.index(user)]
-        return not any(has_side_effects(other) for other in between)
 
     # --- helpers --------------------------------------------------------------------
 
@@ -274,7 +253,7 @@ class TensorLowerer:
         dest_base = _base(dest, self.definitions)
         overlapping = [leaf for leaf in self.leaves(source)
                        if leaf is not dest and _base(leaf, self.definitions) is dest_base
-                       and not self._disjoint_rows(leaf, dest)]
+                       and not disjoint_rows(self, leaf, dest)]
         if overlapping:  # read everything before writing anything, as NumPy does
             source = self.materialize(source, copy=True)
         shape = self.dims(dest)
@@ -300,24 +279,6 @@ class TensorLowerer:
 
         self.versions(source, shape, loop, [])
 
-    def _disjoint_rows(self, a: Value, b: Value) -> bool:
-        """Views of one array at two different constant indices of its first axis
-        (``a[0, 1:-1]`` and ``a[1, 1:-1]``) share no element."""
-        ops = [self.definitions.get(v) for v in (a, b)]
-        if any(op is None or op.name != "array_view" for op in ops):
-            return False
-        first, second = ops
-        assert first is not None and second is not None
-        if first.operands[0] is not second.operands[0]:
-            return False
-        if first.attrs["spec"][0] != ("index",) or second.attrs["spec"][0] != ("index",):
-            return False
-        indices = [self.definitions.get(op.operands[1]) for op in (first, second)]
-        if any(i is None or i.name != "constant" for i in indices):
-            return False
-        x, y = (i.attrs["value"] for i in indices)  # type: ignore[union-attr]
-        return (x >= 0) == (y >= 0) and x != y
-
     def materialize(self, v: Value, copy: bool = False) -> Value:
         """A new array holding the value of expression ``v`` (or a copy of array ``v``)."""
         op = self.definitions.get(v)
@@ -333,8 +294,8 @@ class TensorLowerer:
             others_small = all(leaf.type.ndim < 2 for leaf in leaves if leaf not in products)
             if (len(products) == 1 and v.type.ndim == 2 and others_small
                     and products[0].type.dtype == v.type.dtype):
-                return self.matmul_with_epilogue(self.deferred.pop(products[0]), v)
-            self.lower_deferred(v)
+                return lower_matmul_with_epilogue(self, self.deferred.pop(products[0]), v)
+            lower_deferred(self, v)
         t: T.ArrayType = v.type
         shape = self.broadcast_shape(v, t.ndim, "operands could not be broadcast together")
         new = self.value("array_new", *shape, type=T.ArrayType(t.dtype, t.ndim, True), fill="empty")
@@ -343,17 +304,12 @@ class TensorLowerer:
 
     def _identity(self, kind: str, t: T.ScalarType) -> Value:
         t = T.element_scalar(t)
-        if kind == "add":
-            return self.constant(0, t)
-        if t.is_float:
-            return self.constant(float("inf") if kind == "min" else float("-inf"), t)
-        info = (2 ** (t.bits - 1) - 1, -(2 ** (t.bits - 1))) if t.is_signed else (2**t.bits - 1, 0)
-        return self.constant(info[0] if kind == "min" else info[1], t)
+        return self.constant(reduction_identity(kind, t), t)
 
     def reduce(self, op: Operation) -> Value:
         source = op.operands[0]
         kind, axis, keepdims = op.attrs["kind"], op.attrs["axis"], op.attrs["keepdims"]
-        combine = _REDUCTION_KINDS[kind]
+        combine = REDUCTION_COMBINE[kind]
         result_type = op.result.type
         element_t = result_type.dtype if isinstance(result_type, T.ArrayType) else result_type
         scalar = T.element_scalar(element_t)
@@ -423,118 +379,6 @@ class TensorLowerer:
 
         self.versions(source, shape, loop_rows, [])
         return out
-
-    def matmul(self, op: Operation) -> Value:
-        a, b = (self.resolve(v) for v in op.operands)
-        result_type: T.ArrayType = op.result.type
-        scalar = result_type.dtype
-        n, inner = self.dims(a)
-        b_dims = self.dims(b)
-        ok = self.value("eq", inner, b_dims[0])
-        self.builder.create("raise_shape_error", [ok, inner, b_dims[0]],
-                            {"axis": 0, "what": "matmul: the inner sizes"})
-        if b.type.ndim == 1:
-            out = self.value("array_new", n, type=result_type, fill="empty")
-
-            def row(ivs: list[Value], accs: list[Value]) -> list[Value]:
-                def step(k: Value, carried: list[Value]) -> list[Value]:
-                    x = self.convert(self.value("array_load", a, ivs[0], k), scalar)
-                    y = self.convert(self.value("array_load", b, k), scalar)
-                    return [self.value("add", carried[0], self.value("mul", x, y))]
-
-                zero = self.constant(0, T.element_scalar(scalar))
-                total = self.serial_loop(inner, [zero], step).result
-                self.builder.create("array_store", [out, ivs[0], total])
-                return []
-
-            self.parallel_loop([n], row)
-            return out
-        m = b_dims[1]
-        out = self.value("array_new", n, m, type=result_type, fill="zeros")
-        self.matmul_rows(a, b, out, n, inner, m, scalar)
-        return out
-
-    def matmul_with_epilogue(self, product: Operation, expression: Value) -> Value:
-        """``f(a @ b, ...)`` in one loop nest: each block of rows of the product is finished
-        by the elementwise ``f`` while it is still in cache."""
-        a, b = (self.resolve(v) for v in product.operands)
-        n, inner = self.dims(a)
-        b_dims = self.dims(b)
-        ok = self.value("eq", inner, b_dims[0])
-        self.builder.create("raise_shape_error", [ok, inner, b_dims[0]],
-                            {"axis": 0, "what": "matmul: the inner sizes"})
-        m = b_dims[1]
-        out = self.value("array_new", n, m, type=expression.type, fill="zeros")
-        self.mapping[product.result] = out  # the epilogue reads the product from out itself
-        self.check_fits(expression, [n, m], "operands could not be broadcast together")
-
-        def epilogue(i: Value, j: Value) -> list[Value]:
-            value = self.convert(self.element(expression, [i, j]), expression.type.dtype)
-            self.builder.create("array_store", [out, i, j, value])
-            return []
-
-        self.matmul_rows(a, b, out, n, inner, m, expression.type.dtype, epilogue)
-        return out
-
-    def matmul_rows(self, a: Value, b: Value, out: Value, n: Value, inner: Value, m: Value,
-                    scalar: Any, epilogue: Any = None) -> None:
-        """``out += a @ b``, parallel over blocks of ``MATMUL_ROWS`` rows: each row of ``b``
-        is loaded once per block and used for all its rows (the innermost loop runs along
-        contiguous rows of ``b`` and ``out`` and vectorises). ``epilogue(i, j)`` runs on each
-        finished block row."""
-        rows_per_block = self.constant(MATMUL_ROWS, T.i64)
-        one = self.constant(1, T.i64)
-        blocks = self.value("floordiv", self.value("add", n, self.value("sub", rows_per_block, one)),
-                            rows_per_block)
-
-        def block_rows(ivs: list[Value], accs: list[Value]) -> list[Value]:
-            first = self.value("mul", ivs[0], rows_per_block)
-            last = self.value("min", self.value("add", first, rows_per_block), n)
-
-            def update(ks: list[Value]) -> None:
-                """out[i, :] += sum over ks of a[i, k] * b[k, :], for the block's rows."""
-                def over_i(i: Value, c: list[Value]) -> list[Value]:
-                    coefficients = [self.convert(self.value("array_load", a, i, k), scalar) for k in ks]
-
-                    def over_j(j: Value, cj: list[Value]) -> list[Value]:
-                        total = self.value("array_load", out, i, j)
-                        for k, coefficient in zip(ks, coefficients):
-                            y = self.convert(self.value("array_load", b, k, j), scalar)
-                            total = self.value("add", total, self.value("mul", coefficient, y))
-                        self.builder.create("array_store", [out, i, j, total])
-                        return []
-
-                    self.serial_loop(m, [], over_j)
-                    return []
-
-                self.serial_loop(last, [], over_i, start=first)
-
-            # k in steps of MATMUL_UNROLL: one load and store of out per several products
-            unroll = self.constant(MATMUL_UNROLL, T.i64)
-            whole = self.value("mul", self.value("floordiv", inner, unroll), unroll)
-
-            def over_k_groups(g: Value, carried: list[Value]) -> list[Value]:
-                k0 = self.value("mul", g, unroll)
-                update([k0] + [self.value("add", k0, self.constant(d, T.i64))
-                               for d in range(1, MATMUL_UNROLL)])
-                return []
-
-            self.serial_loop(self.value("floordiv", inner, unroll), [], over_k_groups)
-
-            def over_k(k: Value, carried: list[Value]) -> list[Value]:
-                update([k])
-                return []
-
-            self.serial_loop(inner, [], over_k, start=whole)
-            if epilogue is not None:
-                def finish_row(i: Value, c: list[Value]) -> list[Value]:
-                    self.serial_loop(m, [], lambda j, cj: epilogue(i, j) or [])
-                    return []
-
-                self.serial_loop(last, [], finish_row, start=first)
-            return []
-
-        self.parallel_loop([blocks], block_rows)
 
 
 def run(module: Module, options: Any = None) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kdsl.runtime.arrays import DeviceArray
+from kdsl.runtime.arrays import DeviceArray, _check_device
 from kdsl.runtime.cuda import dlpack
 from kdsl.runtime.cuda.driver import get_driver
 
@@ -205,8 +205,6 @@ class CudaArray(DeviceArray):
 
     def to(self, device: str) -> DeviceArray:
         """This array on ``device``: itself for ``"cuda"``, a host copy for ``"cpu"``."""
-        from kdsl.runtime.arrays import _check_device
-
         if _check_device(device) == "cuda":
             return self
         return DeviceArray(self.numpy())

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from kdsl.runtime.cuda.errors import CudaError
+
 DEVICE_ORDINAL = 0
 LEGACY_DEFAULT_STREAM = 0  # the NULL stream of the driver API (CU_STREAM_LEGACY is 1)
 
@@ -30,22 +32,6 @@ _OPTIONAL_C_FUNCTIONS = (
     "cuMemFreeAsync", "cuMemAlloc_v2", "cuMemFree_v2", "cuStreamSynchronize",
     "cuCtxSynchronize", "cuCtxSetCurrent", "cuGetErrorName", "cuGetErrorString",
 )
-
-
-class CudaError(RuntimeError):
-    """A CUDA driver call failed; ``name`` is the ``CUresult`` (``"CUDA_ERROR_..."``),
-    ``code`` its value and ``call`` the driver function."""
-
-    def __init__(self, name: str, code: int, call: str, description: str = "") -> None:
-        self.name = name
-        self.code = code
-        self.call = call
-        self.description = description
-        detail = f" ({description})" if description else ""
-        super().__init__(f"{call} failed with {name}{detail}")
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.name, self.code, self.call, self.description))
 
 
 class CudaUnavailableError(RuntimeError, ValueError):

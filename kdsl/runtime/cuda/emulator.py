@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from kdsl.runtime.cuda.driver import CudaError
+from kdsl.runtime.cuda.errors import CudaError
 
 LAUNCH_T = ctypes.CFUNCTYPE(
     ctypes.c_int, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,

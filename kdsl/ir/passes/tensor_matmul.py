@@ -1,0 +1,131 @@
+"""The schedule of whole-array ``@``, part of lowering tensor ops: blocks of rows of the
+result share each row of ``b``; products accumulate along contiguous rows; an elementwise
+epilogue (``a @ b + c``) runs on each finished row."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kdsl import types as T
+from kdsl.ir.core import Operation, Value
+
+if TYPE_CHECKING:
+    from kdsl.ir.passes.lower_tensors import TensorLowerer
+
+MATMUL_ROWS = 8  # rows of the result computed together, sharing each row of b
+MATMUL_UNROLL = 4  # products accumulated per load and store of the result
+
+
+def lower_matmul(lo: TensorLowerer, op: Operation) -> Value:
+    a, b = (lo.resolve(v) for v in op.operands)
+    result_type: T.ArrayType = op.result.type
+    scalar = result_type.dtype
+    n, inner = lo.dims(a)
+    b_dims = lo.dims(b)
+    ok = lo.value("eq", inner, b_dims[0])
+    lo.builder.create("raise_shape_error", [ok, inner, b_dims[0]],
+                      {"axis": 0, "what": "matmul: the inner sizes"})
+    if b.type.ndim == 1:
+        out = lo.value("array_new", n, type=result_type, fill="empty")
+
+        def row(ivs: list[Value], accs: list[Value]) -> list[Value]:
+            def step(k: Value, carried: list[Value]) -> list[Value]:
+                x = lo.convert(lo.value("array_load", a, ivs[0], k), scalar)
+                y = lo.convert(lo.value("array_load", b, k), scalar)
+                return [lo.value("add", carried[0], lo.value("mul", x, y))]
+
+            zero = lo.constant(0, T.element_scalar(scalar))
+            total = lo.serial_loop(inner, [zero], step).result
+            lo.builder.create("array_store", [out, ivs[0], total])
+            return []
+
+        lo.parallel_loop([n], row)
+        return out
+    m = b_dims[1]
+    out = lo.value("array_new", n, m, type=result_type, fill="zeros")
+    matmul_rows(lo, a, b, out, n, inner, m, scalar)
+    return out
+
+
+def lower_matmul_with_epilogue(lo: TensorLowerer, product: Operation, expression: Value) -> Value:
+    """``f(a @ b, ...)`` in one loop nest: each block of rows of the product is finished
+    by the elementwise ``f`` while it is still in cache."""
+    a, b = (lo.resolve(v) for v in product.operands)
+    n, inner = lo.dims(a)
+    b_dims = lo.dims(b)
+    ok = lo.value("eq", inner, b_dims[0])
+    lo.builder.create("raise_shape_error", [ok, inner, b_dims[0]],
+                      {"axis": 0, "what": "matmul: the inner sizes"})
+    m = b_dims[1]
+    out = lo.value("array_new", n, m, type=expression.type, fill="zeros")
+    lo.mapping[product.result] = out  # the epilogue reads the product from out itself
+    lo.check_fits(expression, [n, m], "operands could not be broadcast together")
+
+    def epilogue(i: Value, j: Value) -> list[Value]:
+        value = lo.convert(lo.element(expression, [i, j]), expression.type.dtype)
+        lo.builder.create("array_store", [out, i, j, value])
+        return []
+
+    matmul_rows(lo, a, b, out, n, inner, m, expression.type.dtype, epilogue)
+    return out
+
+
+def matmul_rows(lo: TensorLowerer, a: Value, b: Value, out: Value, n: Value, inner: Value, m: Value,
+                scalar: Any, epilogue: Any = None) -> None:
+    """``out += a @ b``, parallel over blocks of ``MATMUL_ROWS`` rows: each row of ``b``
+    is loaded once per block and used for all its rows (the innermost loop runs along
+                                                        contiguous rows of ``b`` and ``out`` and vectorises). ``epilogue(i, j)`` runs on each
+    finished block row."""
+    rows_per_block = lo.constant(MATMUL_ROWS, T.i64)
+    one = lo.constant(1, T.i64)
+    blocks = lo.value("floordiv", lo.value("add", n, lo.value("sub", rows_per_block, one)),
+                      rows_per_block)
+
+    def block_rows(ivs: list[Value], accs: list[Value]) -> list[Value]:
+        first = lo.value("mul", ivs[0], rows_per_block)
+        last = lo.value("min", lo.value("add", first, rows_per_block), n)
+
+        def update(ks: list[Value]) -> None:
+            """out[i, :] += sum over ks of a[i, k] * b[k, :], for the block's rows."""
+            def over_i(i: Value, c: list[Value]) -> list[Value]:
+                coefficients = [lo.convert(lo.value("array_load", a, i, k), scalar) for k in ks]
+
+                def over_j(j: Value, cj: list[Value]) -> list[Value]:
+                    total = lo.value("array_load", out, i, j)
+                    for k, coefficient in zip(ks, coefficients):
+                        y = lo.convert(lo.value("array_load", b, k, j), scalar)
+                        total = lo.value("add", total, lo.value("mul", coefficient, y))
+                    lo.builder.create("array_store", [out, i, j, total])
+                    return []
+
+                lo.serial_loop(m, [], over_j)
+                return []
+
+            lo.serial_loop(last, [], over_i, start=first)
+
+        # k in steps of MATMUL_UNROLL: one load and store of out per several products
+        unroll = lo.constant(MATMUL_UNROLL, T.i64)
+        whole = lo.value("mul", lo.value("floordiv", inner, unroll), unroll)
+
+        def over_k_groups(g: Value, carried: list[Value]) -> list[Value]:
+            k0 = lo.value("mul", g, unroll)
+            update([k0] + [lo.value("add", k0, lo.constant(d, T.i64))
+                           for d in range(1, MATMUL_UNROLL)])
+            return []
+
+        lo.serial_loop(lo.value("floordiv", inner, unroll), [], over_k_groups)
+
+        def over_k(k: Value, carried: list[Value]) -> list[Value]:
+            update([k])
+            return []
+
+        lo.serial_loop(inner, [], over_k, start=whole)
+        if epilogue is not None:
+            def finish_row(i: Value, c: list[Value]) -> list[Value]:
+                lo.serial_loop(m, [], lambda j, cj: epilogue(i, j) or [])
+                return []
+
+            lo.serial_loop(last, [], finish_row, start=first)
+        return []
+
+    lo.parallel_loop([blocks], block_rows)
