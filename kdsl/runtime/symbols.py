@@ -119,11 +119,13 @@ def _address(fn: Any) -> int:
 
 
 # How long an idle OpenMP thread spins before it sleeps (libgomp's GOMP_SPINCOUNT, in
-# pause instructions): long enough to keep back-to-back parallel loops at about 1-2 us
-# each, short enough that threads waiting for a thread the OS has descheduled, or for
-# the next loop, soon give their core to whatever else runs (other processes, another
-# threading runtime in this process). libgomp's default spins 10 times longer (~3 ms).
-SPIN_COUNT = 30_000
+# pause instructions, about 25 ns each): some 25 us, long enough to keep back-to-back
+# parallel loops at about 1-2 us each, short enough that a waiting thread soon gives its
+# core to whatever else runs (other processes, another threading runtime in this process)
+# and, asleep, is woken promptly when its turn comes. libgomp's default (300,000, some
+# ms) makes loops on busy cores wait for whole time slices; 1,000 is what it uses itself
+# when it runs more threads than there are cores.
+SPIN_COUNT = 1_000
 _WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
