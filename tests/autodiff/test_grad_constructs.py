@@ -281,3 +281,34 @@ def test_integer_valued_paths_are_constant() -> None:
         return s
 
     np.testing.assert_allclose(kd.grad(counts)(RNG.random(5)), np.ones(5))
+
+
+@kd.kernel
+def shared_vector(p: kd.Array[kd.vec3d], c: kd.vec3d, m: kd.mat33d) -> kd.f64:
+    center = m @ c
+    s = 0.0
+    for i in kd.prange(p.shape[0]):
+        d = p[i] - center
+        s += kd.dot(d, d) * kd.length(kd.cross(d, c))
+    return s
+
+
+def test_vector_and_matrix_arguments_shared_by_a_parallel_loop() -> None:
+    p = RNG.random((6, 3))
+    c = RNG.random(3)
+    m = RNG.random((3, 3))
+    kd.check_grad(shared_vector, p, c, m, argnums=(0, 1, 2))
+
+
+@kd.kernel
+def grid_energy(u: kd.Array[kd.f64, 2], k: kd.f64) -> kd.f64:
+    e = 0.0
+    for i, j in kd.ndrange(u.shape[0] - 1, u.shape[1] - 1):
+        dx = u[i + 1, j] - u[i, j]
+        dy = u[i, j + 1] - u[i, j]
+        e += k * (dx * dx + dy * dy) + kd.tanh(u[i, j])
+    return e
+
+
+def test_two_dimensional_parallel_loop() -> None:
+    kd.check_grad(grid_energy, RNG.random((5, 4)), 0.7, argnums=(0, 1))

@@ -1,6 +1,6 @@
 """Random differentiable kernels (serial loops with carried values, branches, while
-loops with break, parallel sum/min/max reductions, vectors) against float64 central
-differences of the compiled kernel itself."""
+loops with break, parallel sum/min/max reductions, vectors, an array updated in place)
+against float64 central differences of the compiled kernel itself."""
 
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ def expressions(draw: Any, names: list[str], depth: int = 2) -> str:
 def statements(draw: Any, names: list[str], indent: str, depth: int) -> list[str]:
     lines: list[str] = []
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["assign", "assign", "for", "if", "while", "prange", "vector"]
-                                    if depth > 0 else ["assign"]))
+        kind = draw(st.sampled_from(["assign", "assign", "for", "if", "while", "prange", "vector",
+                                     "in_place"] if depth > 0 else ["assign", "in_place"]))
         target = draw(st.sampled_from(names))
         squash = draw(st.sampled_from(SQUASH))
         if kind == "assign":
@@ -88,6 +88,11 @@ def statements(draw: Any, names: list[str], indent: str, depth: int) -> list[str
             else:
                 lines.append(f"{indent}    r = {reduce}(r, {element})")
             lines.append(f"{indent}{target} = kd.tanh({target} + r)")
+        elif kind == "in_place":  # the array t is updated in place and read back
+            update = squash.format(f"t[i] * {draw(expressions(names, 1))} + x[i]")
+            lines.append(f"{indent}for i in kd.prange(n):")
+            lines.append(f"{indent}    t[i] = {update}")
+            lines.append(f"{indent}{target} = kd.tanh({target} + t[j % n] * t[(j + 2) % n])")
         else:
             a, b, c = (draw(expressions(names, 1)) for _ in range(3))
             lines.append(f"{indent}v = kd.vec3d({a}, {b}, {c})")
@@ -107,6 +112,9 @@ def programs(draw: Any) -> str:
         "    j = 0",
         "    a = x[0] * w",
         "    b = x[1] + 0.5",
+        "    t = kd.zeros(n, dtype=kd.f64)",
+        "    for i in range(n):",
+        "        t[i] = x[i] * 0.5",
         *body,
         "    return a * 1.5 + b * b",
     ]) + "\n"
@@ -125,7 +133,7 @@ def central_differences(kernel: Any, x: np.ndarray, w: float, eps: float = 1e-6)
     return out
 
 
-@settings(max_examples=int(os.environ.get("KDSL_FUZZ_EXAMPLES", "12")), deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=int(os.environ.get("KDSL_FUZZ_EXAMPLES", "8")), deadline=None, suppress_health_check=list(HealthCheck))
 @given(programs(), st.integers(0, 2**32 - 1))
 def test_random_kernels_against_central_differences(src: str, seed: int) -> None:
     kernel = kernel_from_source(src)
