@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from kdsl import random_numbers as rn
 from kdsl import types as T
 from kdsl.frontend.calls import builtin
-from kdsl.frontend.scope import VariableType
 from kdsl.ir.core import Value
 
 if TYPE_CHECKING:
@@ -31,11 +30,6 @@ KEY0, KEY1, CALL = "$rng_key0", "$rng_key1", "$rng_call"
 CARRIED = (DRAW, LOOPS)  # the counters serial loops carry
 STREAM_PARAMETERS = 3  # key words and call number, after the captured arrays
 FUNC_STREAM_PARAMETERS = 2  # a func that draws: the key of its own stream
-RANDOM_BUILTINS = (rn.random, rn.randn, rn.randint)
-
-
-def stream_parameter_types() -> list[VariableType]:
-    return [VariableType(T.i64, True)] * STREAM_PARAMETERS
 
 
 def bind_stream(lo: LoweringBase, params: list[Value]) -> None:
