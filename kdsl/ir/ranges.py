@@ -1,12 +1,14 @@
-"""A small range analysis: which integer values are provably non-negative.
+"""A small range analysis: a constant lower bound of integer values, enough to prove
+indices non-negative.
 
-Sources of non-negative values: constants >= 0, array sizes, values of unsigned and bool
-types, parallel loop variables (they count from 0), the variable of a serial loop whose
-start is non-negative (its step is positive). It propagates through the arithmetic that
-keeps signs (``+``, ``*``, ``//``, ``%`` by a non-negative divisor, ``min``, ``max``,
-``&``, ``|``, ``>>``, widening casts, selects and branches) and through loop-carried
-values: a carried value is non-negative when its initial value and every value yielded
-for it are, found by an optimistic fixed point (assume all, drop those that fail).
+Sources: constants, array sizes (>= 0), values of unsigned and bool types (>= 0),
+parallel loop variables (they count from 0), the variable of a serial loop (its start's
+bound; its step is positive). Bounds propagate through ``+``, ``-`` of a constant, ``*``
+and ``//`` of non-negative values, ``%`` by a non-negative divisor, ``min``, ``max``,
+``&``, ``|``, ``>>``, widening casts, selects and branches, so ``a[i - 1]`` in
+``for i in range(1, n)`` is proved, and through loop-carried values: a carried value is
+non-negative when its initial value and every value yielded for it are, found by an
+optimistic fixed point (assume all, drop those that fail).
 
 Integer overflow is ignored: a sum of non-negative values that wraps around is far out of
 any array's bounds either way.
@@ -18,8 +20,7 @@ from kdsl import types as T
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.structured import ForOp, ParallelForOp, WhileOp
 
-_BOTH = frozenset({"add", "mul", "floordiv", "min", "bit_or", "bit_xor"})
-_EITHER = frozenset({"max", "bit_and"})
+_NON_NEGATIVE_IF_BOTH = frozenset({"bit_or", "bit_xor"})
 
 
 def _integral(v: Value) -> bool:
@@ -32,21 +33,30 @@ def _always_non_negative(t: object) -> bool:
 
 
 class NonNegative:
-    """The non-negative integer values of a function body (``v in facts``)."""
+    """Lower bounds of the integer values of a function body; ``v in facts`` when ``v``
+    is provably non-negative."""
 
     def __init__(self, body: Block) -> None:
         self.assumed = {arg for op in body.walk() for arg in _carried_args(op) if _integral(arg)}
         while True:
-            self.known: set[Value] = set()
+            self.lower: dict[Value, int] = {}
+            self.constants: set[Value] = set()
             self._block(body)
             failed = {arg for op in body.walk() for arg, sources in _carried_sources(op)
-                      if arg in self.assumed and not all(s in self.known for s in sources)}
+                      if arg in self.assumed and not all(s in self for s in sources)}
             if not failed:
                 return
             self.assumed -= failed
 
     def __contains__(self, v: Value) -> bool:
-        return v in self.known or _always_non_negative(v.type)
+        bound = self.bound(v)
+        return bound is not None and bound >= 0
+
+    def bound(self, v: Value) -> int | None:
+        """A lower bound of ``v``, if one is known."""
+        if v in self.lower:
+            return self.lower[v]
+        return 0 if _always_non_negative(v.type) else None
 
     # --- the forward walk ----------------------------------------------------------------
 
@@ -56,52 +66,76 @@ class NonNegative:
             for region in op.regions:
                 self._block(region)
             for k, r in enumerate(op.results):
-                if _integral(r) and self._result(op, k):
-                    self.known.add(r)
+                bound = self._result(op, k) if _integral(r) else None
+                if bound is not None:
+                    self.lower[r] = bound
 
     def _region_args(self, op: Operation) -> None:
         if op.name == "parallel_for":
-            self.known.update(ParallelForOp(op).ivs)
-        elif op.name == "for" and ForOp(op).start in self:
-            self.known.add(ForOp(op).iv)
-        self.known.update(a for a in _carried_args(op) if a in self.assumed)
+            self.lower.update((iv, 0) for iv in ParallelForOp(op).ivs)
+        elif op.name == "for" and self.bound(ForOp(op).start) is not None:
+            self.lower[ForOp(op).iv] = self.bound(ForOp(op).start)  # type: ignore[assignment]
+        self.lower.update((a, 0) for a in _carried_args(op) if a in self.assumed)
 
-    def _result(self, op: Operation, k: int) -> bool:
-        name, operands = op.name, op.operands
+    def _result(self, op: Operation, k: int) -> int | None:
+        name = op.name
         if _always_non_negative(op.results[k].type) or name == "array_dim":
-            return True
+            return 0
         if name == "constant":
-            return bool(op.attrs["value"] >= 0)
+            self.constants.add(op.result)
+            return int(op.attrs["value"])
         if name == "for":
-            body = op.regions[0]
-            return operands[3 + k] in self and body.ops[-1].operands[k] in self
+            return _smallest(self.bound(op.operands[3 + k]),
+                             self.bound(op.regions[0].ops[-1].operands[k]))
         if name == "while":  # the results are the carried values the condition saw
-            return op.regions[0].args[k] in self
+            return self.bound(op.regions[0].args[k])
         if name == "if":
-            return all(region.ops[-1].operands[k] in self for region in op.regions)
+            return _smallest(*(self.bound(region.ops[-1].operands[k]) for region in op.regions))
         if name == "select":
-            return operands[1] in self and operands[2] in self
-        if name in _BOTH:
-            return all(v in self for v in operands)
-        if name in _EITHER:
-            return any(v in self for v in operands)
-        if name == "mod":  # Python's %: the sign of the divisor
-            return operands[1] in self
-        if name == "shr":
-            return operands[0] in self
+            return _smallest(self.bound(op.operands[1]), self.bound(op.operands[2]))
         if name == "cast":
             return self._cast(op)
-        return False
+        return self._arithmetic(name, [self.bound(v) for v in op.operands], op)
 
-    def _cast(self, op: Operation) -> bool:
+    def _arithmetic(self, name: str, bounds: list[int | None], op: Operation) -> int | None:
+        a, b = (bounds + [None, None])[:2]
+        if name == "add":
+            return None if a is None or b is None else a + b
+        if name == "sub":  # only minus a constant: other right operands have no upper bound
+            right = op.operands[1]
+            return None if a is None or right not in self.constants else a - self.lower[right]
+        if name in ("mul", "floordiv"):
+            if a is None or b is None or a < 0 or b < 0:
+                return None
+            return a * b if name == "mul" else 0
+        if name == "min":
+            return _smallest(a, b)
+        if name == "max":
+            known = [x for x in (a, b) if x is not None]
+            return max(known) if known else None
+        if name == "mod":  # Python's %: the sign of the divisor
+            return 0 if b is not None and b >= 0 else None
+        if name == "bit_and":
+            return 0 if (a is not None and a >= 0) or (b is not None and b >= 0) else None
+        if name in _NON_NEGATIVE_IF_BOTH:
+            return 0 if a is not None and b is not None and min(a, b) >= 0 else None
+        if name == "shr":
+            return 0 if a is not None and a >= 0 else None
+        return None
+
+    def _cast(self, op: Operation) -> int | None:
         source, target = op.operands[0].type, op.result.type
         if not (isinstance(source, T.ScalarType) and isinstance(target, T.ScalarType)):
-            return False
+            return None
         if source.is_float or not target.is_signed:
-            return False
+            return None
         if _always_non_negative(source):
-            return target.bits > source.bits
-        return op.operands[0] in self and target.bits >= source.bits
+            return 0 if target.bits > source.bits else None
+        return self.bound(op.operands[0]) if target.bits >= source.bits else None
+
+
+def _smallest(*bounds: int | None) -> int | None:
+    return None if any(b is None for b in bounds) else min(bounds)  # type: ignore[type-var]
 
 
 def _carried_args(op: Operation) -> list[Value]:

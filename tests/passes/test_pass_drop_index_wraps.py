@@ -121,3 +121,20 @@ def test_a_decreasing_carried_value_keeps_its_wrap():
     a = np.arange(1.0, 8.0)
     assert countdown.ir(a, np.zeros(1)).count("wrap_index") == 1
     check(countdown, a, np.zeros(1))
+
+
+@kd.kernel
+def stencil(src: kd.Array[kd.f32, 2], dst: kd.Array[kd.f32, 2]):
+    nx = src.shape[0]
+    ny = src.shape[1]
+    for i in kd.prange(1, nx - 1):
+        for j in range(1, ny - 1):
+            dst[i, j] = 0.25 * (src[i - 1, j] + src[i + 1, j] + src[i, j - 1] + src[i, j + 1])
+
+
+def test_neighbours_of_a_loop_from_one():
+    """Lower bounds: i - 1 is non-negative where i starts at 1."""
+    src = np.arange(20, dtype=np.float32).reshape(4, 5) ** 2
+    dst = np.zeros_like(src)
+    assert "wrap_index" not in stencil.ir(src, dst)
+    check(stencil, src, dst)
