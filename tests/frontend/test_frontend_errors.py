@@ -494,12 +494,12 @@ def test_compile_error_is_a_syntax_error_with_location_attributes():
 
 def test_math_library_call_is_a_compile_error():
     @kd.kernel
-    def calls_hypot(a: kd.Array[kd.f32]):
-        a[0] = math.hypot(a[1], a[2])
+    def calls_gamma(a: kd.Array[kd.f32]):
+        a[0] = math.gamma(a[1])
 
     with pytest.raises(kd.CompileError) as info:
-        calls_hypot(F32.copy())
-    assert "'math.hypot'" in info.value.message and "not supported" in info.value.message
+        calls_gamma(F32.copy())
+    assert "'math.gamma'" in info.value.message and "not supported" in info.value.message
 
 
 def test_async_def_kernel_is_a_located_compile_error():

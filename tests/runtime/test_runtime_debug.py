@@ -102,8 +102,18 @@ def test_out_of_bounds_atomic():
     np.testing.assert_array_equal(a, A)
 
 
-@pytest.mark.parametrize("index", [-1, -3, -4])
-def test_negative_index(index):
+def test_negative_index_counts_from_the_end():
+    assert read_at(A, -1) == A[-1]
+    assert read_at(A, -3) == A[-3]
+    a = A.copy()
+    write_at(a, -2)
+    expected = A.copy()
+    expected[-2] = 1.0
+    np.testing.assert_array_equal(a, expected)
+
+
+@pytest.mark.parametrize("index", [-4, -7, -2**62])
+def test_negative_index_beyond_the_start(index):
     with pytest.raises(IndexError) as info:
         read_at(A, index)
     check_index_error(info, "read_at", "return a[k]  # read_at", index, 3)
@@ -125,9 +135,10 @@ def test_out_of_bounds_on_axis_one():
         read_column(a, 3)
     check_index_error(info, "read_column", "return a[0, k]  # read_column", 3, 3, axis=1)
     with pytest.raises(IndexError) as info:
-        read_column(a, -1)
-    check_index_error(info, "read_column", "return a[0, k]  # read_column", -1, 3, axis=1)
+        read_column(a, -4)
+    check_index_error(info, "read_column", "return a[0, k]  # read_column", -4, 3, axis=1)
     assert read_column(a, 2) == np.float32(3.0)
+    assert read_column(a, -1) == np.float32(3.0)
 
 
 def test_out_of_bounds_inside_prange():
@@ -237,7 +248,7 @@ def poke(a: kd.Array[kd.f64, 2], idx: kd.Array[kd.i64], out: kd.Array[kd.f64]):
 a = np.ones((4, 3))
 out = np.zeros(8)
 caught = 0
-for bad in (2**62, -2**62, 2**31, -2**31 - 1, 4, -1, 10**15):
+for bad in (2**62, -2**62, 2**31, -2**31 - 1, 4, -5, 10**15):
     idx = np.array([0, 1, bad, 2, bad, 3, 0, bad], np.int64)
     try:
         poke(a, idx, out)
