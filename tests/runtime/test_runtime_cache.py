@@ -406,3 +406,51 @@ def test_changed_closure_constant_recompiles():
     scale = 0.5  # noqa: F841 - read by the kernel through its closure
     scaled(a)
     np.testing.assert_array_equal(a, [1.0, -3.0])
+
+
+@pytest.fixture
+def emulated_device():
+    """A fresh emulated CUDA device installed as the driver."""
+    from kdsl.runtime.cuda import driver
+    from kdsl.runtime.cuda.emulator import EmulatedDriver
+
+    previous = driver.current_driver()
+    driver.set_driver(EmulatedDriver())
+    yield
+    driver.set_driver(previous)
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_damaged_entry_is_rebuilt_when_the_same_process_loads_it_again(
+        tmp_path, monkeypatch, device, request):
+    """The host program of a CUDA kernel is cached and verified as a CPU kernel is."""
+    import gc
+
+    if device == "cuda":
+        request.getfixturevalue("emulated_device")
+    monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path))
+    x = np.linspace(-3.0, 5.0, 41)
+
+    def run_once() -> np.ndarray:
+        kernel = fresh_kernel(f"reloaded_{device}")
+        out = np.zeros_like(x)
+        if device == "cpu":
+            kernel(x, out)
+        else:
+            result = kd.zeros(x.shape, dtype=kd.f64, device="cuda")
+            kernel(kd.array(x, device="cuda"), result)
+            out = result.numpy()
+        expected_out = np.zeros_like(x)
+        kernel.python(x, expected_out)
+        np.testing.assert_allclose(out, expected_out, rtol=1e-14)
+        return out
+
+    run_once()
+    gc.collect()  # the kernel is gone: its code is unloaded
+    (code,) = tmp_path.rglob("*.bin")
+    offset, size = text_section(code.read_bytes())
+    data = bytearray(code.read_bytes())
+    data[offset:offset + size] = bytes(b ^ 0xFF for b in data[offset:offset + size])
+    code.write_bytes(bytes(data))
+    run_once()  # verified, found damaged, rebuilt: never run
+    assert code.read_bytes() != bytes(data)
