@@ -113,6 +113,9 @@ def _fold_pairwise(op_name: str, python_result: bool = False, ignore_nan: bool =
             if picked is not None:
                 result = picked
                 continue
+            if not python_result and (is_array(result) or is_array(v)):
+                result = numeric_rules.array_min_max(lo, op_name, result, v, ignore_nan, node)
+                continue
             pairwise = lo.binary(op_name, result, v, node)
             if not python_result:
                 pairwise = numeric_rules.nan_aware(lo, pairwise, result, v, ignore_nan, node)

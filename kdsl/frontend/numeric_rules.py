@@ -68,6 +68,15 @@ def nan_aware(lo: FunctionLowering, result: Value, a: Value, b: Value, ignore_na
     return lo.op("make_vector", *parts, type=result.type)
 
 
+def array_min_max(lo: FunctionLowering, kind: str, a: Value, b: Value, ignore_nan: bool,
+                  node: ast.AST) -> Value:
+    """``np.minimum(a, b)`` and friends of arrays: a tensor_map whose function keeps
+    NumPy's NaN rule (lowered to min or max and a select)."""
+    common = lo._common_element([a, b], node)  # type: ignore[attr-defined]
+    fn = ("f" + kind) if ignore_nan else {"min": "minimum", "max": "maximum"}[kind]
+    return lo.tensor_map(fn, [a, b], common, common, node)  # type: ignore[attr-defined]
+
+
 def check_integer_power(lo: FunctionLowering, exponent: Value) -> None:
     """``n ** e`` of integers with ``e`` negative at run time raises NumPy's ValueError
     (a result of the integer type cannot be 0.5)."""

@@ -80,6 +80,8 @@ _ELEMENTWISE: dict[str, Callable[..., Any]] = {
     "select": lambda c, a, b: a if c else b,
     "wrap_index": lambda index, size: index + size if index < 0 else index,
     "range_length": lambda start, stop, step: range_length(int(start), int(stop), int(step)),
+    # tensor_map functions only (NumPy's NaN rules of min and max)
+    "minimum": np.minimum, "maximum": np.maximum, "fmin": np.fmin, "fmax": np.fmax,
     **{fn.name: fn.reference for fn in MATH_FUNCTIONS.values()},
 }
 

@@ -223,3 +223,33 @@ def max_with_literal(a):
 def test_max_with_a_float_literal_stays_float32():
     out = max_with_literal(np.array([0.25], np.float32))
     assert np.asarray(out[0]).dtype == np.float32 and np.asarray(out[1]).dtype == np.float32
+
+
+@kd.kernel
+def array_min_max(a, b):
+    return kd.min(a, b), kd.max(a, b), np.minimum(a, 0.5), np.fmin(a, b), np.fmax(b, a)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_in_array_min_and_max(dtype, rng):
+    a = rng.uniform(-1, 1, 40).astype(dtype)
+    b = rng.uniform(-1, 1, 40).astype(dtype)
+    a[::3] = np.nan
+    b[::4] = np.nan
+    out = check(array_min_max, a, b)
+    expected = (np.minimum(a, b), np.maximum(a, b), np.minimum(a, dtype(0.5)), np.fmin(a, b),
+                np.fmax(b, a))
+    for actual, wanted in zip(out, expected):
+        np.testing.assert_array_equal(actual, wanted)
+
+
+def test_integer_array_min_and_max_are_unchanged(rng):
+    a, b = rng.integers(-9, 9, 30), rng.integers(-9, 9, 30)
+    k = kernel_from_source("""
+        @kd.kernel
+        def k(a, b):
+            return kd.min(a, b), np.fmax(a, b)
+    """)
+    lo, hi = check(k, a, b)
+    np.testing.assert_array_equal(lo, np.minimum(a, b))
+    np.testing.assert_array_equal(hi, np.maximum(a, b))

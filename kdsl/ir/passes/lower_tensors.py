@@ -32,6 +32,9 @@ from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
 from kdsl.ir.rewrite import remap_operands
 
 _TENSOR_OPS = ("tensor_map", "tensor_assign", "tensor_reduce", "tensor_matmul")
+# tensor_map functions that are IR min or max plus NumPy's rule for NaN: (op, ignore NaN)
+_NAN_RULES = {"minimum": ("min", False), "maximum": ("max", False), "fmin": ("min", True),
+              "fmax": ("max", True)}
 
 
 def _base(v: Value, definitions: dict[Value, Operation]) -> Value:
@@ -181,6 +184,9 @@ class TensorLowerer:
                 args = [cond] + [self.convert(a, operand_type) for a in args[1:]]
             else:
                 args = [self.convert(a, operand_type) for a in args]
+            if fn in _NAN_RULES:
+                return self.convert(self.min_max_with_nan(fn, args[0], args[1]),
+                                    op.result.type.dtype)
             result = self.builder.create(fn, args).result
             return self.convert(result, op.result.type.dtype)
         offset = len(index) - v.type.ndim
@@ -192,6 +198,16 @@ class TensorLowerer:
             is_one = self.value("eq", size, self.constant(1, T.i64))
             indices.append(self.value("select", is_one, self.constant(0, T.i64), i))
         return self.value("array_load", v, *indices)
+
+    def min_max_with_nan(self, fn: str, a: Value, b: Value) -> Value:
+        """np.minimum/np.maximum (NaN wins) and np.fmin/np.fmax (NaN loses) from the IR's
+        min and max, which give ``a`` when either is NaN."""
+        kind, ignore_nan = _NAN_RULES[fn]
+        result = self.value(kind, a, b)
+        if not T.element_scalar(a.type).is_float:
+            return result
+        tested = a if ignore_nan else b
+        return self.value("select", self.value("ne", tested, tested), b, result)
 
     def versions(self, source: Value, shape: list[Value], loop: Any, types: list[Any]) -> list[Value]:
         """``loop()`` emitted twice: for operands whose shapes all equal ``shape`` (plain
