@@ -85,11 +85,16 @@ class DeviceEmitter(KernelEmitter):
     def __init__(self, kernel: Function, options: Any, module_name: str, sites: list) -> None:
         super().__init__(kernel, options, module_name)
         self.sites = sites  # shared with the host emitter: one numbering of error sites
+        self.reports_errors = False  # whether device code may write the status
         self.module.triple = NVPTX_TRIPLE
         self.module.data_layout = NVPTX_DATA_LAYOUT
         self.functions: list[DeviceFunction] = []
         version = self.module.add_metadata([ir.Constant(i32, 2), ir.Constant(i32, 0)])
         self.module.add_named_metadata("nvvmir.version", version)
+
+    def _site(self, kind: int, op: Any, detail: str) -> int:
+        self.reports_errors = True
+        return super()._site(kind, op, detail)
 
     def ir_text(self) -> str:
         return str(self.module)

@@ -98,7 +98,7 @@ class HostEmitter(KernelEmitter):
         return EmittedCudaKernel(
             emitted.module, self.device.ir_text(), self.device.functions, entry_name, self.sites,
             emitted.allocates, self.scratch_slots * SLOT,
-            any(s.kind in (ErrorCode.INDEX, ErrorCode.ASSERT) for s in self.sites),
+            self.device.reports_errors,
         )
 
     # --- entry and arguments -----------------------------------------------------------

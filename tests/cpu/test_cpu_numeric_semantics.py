@@ -113,6 +113,24 @@ def test_integer_power_with_negative_run_time_exponent_raises_value_error():
 
 
 @kd.kernel
+def powers_in_parallel(x, e):
+    for i in kd.prange(x.shape[0]):
+        x[i] = 2 ** e[i]
+
+
+def test_negative_integer_power_in_a_parallel_loop_raises_on_cpu_and_cuda():
+    e = np.array([1, 2, -3, 4])
+    with pytest.raises(ValueError, match="negative integer powers"):
+        powers_in_parallel(np.zeros(4, np.int64), e)
+    check(powers_in_parallel, np.zeros(4, np.int64), np.array([1, 2, 3, 0]))
+    if cuda_testing.enabled():
+        with cuda_testing.on_device():
+            x = kd.zeros(4, kd.i64, device="cuda")
+            with pytest.raises(ValueError, match="negative integer powers"):
+                powers_in_parallel(x, kd.array(e, device="cuda"))
+
+
+@kd.kernel
 def float_remainder(a: kd.f64, b: kd.f64):
     return a % b, a // b
 
