@@ -34,26 +34,25 @@ kernel @square_sum(%x: array<f64, 1, C>, %w: f64, %d_x: array<f64, 1, C>) -> f64
   %12 = constant 1.0 : f64
   %13 = constant 0.0 : f64
   %14 = constant 0 : i64
-  %15 = constant 1 : i64
-  %16 = constant 0 : i64
-  %17 = constant 1 : i64
-  %18 = for %16, %7, %17, %13 : f64 (%r: i64, %d_w: f64) {
-    %19 = add %14, %7 : i64
-    %20 = sub %19, %17 : i64
-    %21 = sub %20, %r : i64
-    %22 = sub %21, %14 : i64
-    %23 = mul %21, %4 : i64
-    %24 = add %3, %23 : i64
-    %25 = array_load %x, %24 : f64
-    %26 = mul %25, %w : f64
-    %27 = add %0, %26 : f64
-    %28 = mul %12, %w : f64
-    %29 = mul %12, %25 : f64
-    %30 = add %d_w, %29 : f64
-    %31 = atomic_rmw %d_x, %24, %28 {kind = 'add', implicit = True} : f64
-    yield %30
+  %15 = constant 0 : i64
+  %16 = constant 1 : i64
+  %17 = for %15, %7, %16, %13 : f64 (%r: i64, %d_w: f64) {
+    %18 = add %14, %7 : i64
+    %19 = sub %18, %16 : i64
+    %20 = sub %19, %r : i64
+    %21 = sub %20, %14 : i64
+    %22 = mul %20, %4 : i64
+    %23 = add %3, %22 : i64
+    %24 = array_load %x, %23 : f64
+    %25 = mul %24, %w : f64
+    %26 = add %0, %25 : f64
+    %27 = mul %12, %w : f64
+    %28 = mul %12, %24 : f64
+    %29 = add %d_w, %28 : f64
+    %30 = atomic_rmw %d_x, %23, %27 {kind = 'add', implicit = True} : f64
+    yield %29
   }
-  return %s, %18
+  return %s, %17
 }
 """
 

@@ -82,6 +82,9 @@ class AdjointEmitter:
         self.stateful: set[Value] = set()  # arrays updated in place (see memory.py)
         self.old_values: dict[Operation, Value] = {}  # what a store of state overwrote
         self.parallel_depth = 0
+        # adjoints of elements read at an index fixed across a loop, summed in registers
+        # the reverse loop carries (see ReverseSweep._invariant_loads)
+        self.load_registers: dict[tuple[Value, ...], Value] = {}
         self.adj: dict[Value, Value] = {}
         self.routed: set[Value] | None = None  # None: guard every product
         self.current: Operation | None = None

@@ -80,7 +80,6 @@ class ReverseSweep(AdjointEmitter):
     into the adjoint array once, after it (``load_registers``).
     """
 
-    load_registers: dict[LoadKey, Value]
 
     def reverse(self, ops: Sequence[Operation], m: dict[Value, Value],
                 tapes: dict[Operation, Any]) -> None:
@@ -174,7 +173,7 @@ class ReverseSweep(AdjointEmitter):
         self._add_to_array(tuple(op.operands), m, self.adj[op.result])
 
     def _add_to_array(self, key: LoadKey, m: dict[Value, Value], value: Value) -> None:
-        registers = self.__dict__.setdefault("load_registers", {})
+        registers = self.load_registers
         if key in registers:
             registers[key] = self.op("add", registers[key], value)
             return
@@ -234,12 +233,10 @@ class ReverseSweep(AdjointEmitter):
         active = [k for k, a in enumerate(carried) if a in self.varied]
         free = [v for v in free_values(op.regions) if v in self.varied]
         loads = self._invariant_loads(body)
-        registers = self.__dict__.setdefault("load_registers", {})
         initial = ([self.adjoint_or_zero(op.results[k]) for k in active]
                    + [self.adjoint_or_zero(f) for f in free]
                    + [self.zero(t) for t in loads.values()])
         zero = self.b.constant(0, _INDEX)
-        one = self.b.constant(1, _INDEX)
         plan = _LoopPlan(body, first_carried, inits, carried, active, free, loads)
         if tape.segment is None:
             results = self._reverse_iterations(op, m, tape, plan, initial, zero, tape.trip,
@@ -260,7 +257,6 @@ class ReverseSweep(AdjointEmitter):
             with self.b.at(otherwise):
                 self.b.create("yield", [])
             self.b.create("if", [ran], {"types": []}, [then, otherwise], [])
-        del registers, one
 
     def _reverse_segments(self, op: Operation, m: dict[Value, Value], tape: LoopTape,
                           plan: _LoopPlan, initial: list[Value]) -> list[Value]:
@@ -346,7 +342,7 @@ class ReverseSweep(AdjointEmitter):
                          + [Value(carried[k].type, f"d_{carried[k].name_hint}") for k in active]
                          + [Value(f.type, f"d_{f.name_hint}") for f in free]
                          + [Value(t, "d_element") for t in loads.values()])
-        registers = self.__dict__.setdefault("load_registers", {})
+        registers = self.load_registers
         saved_registers = dict(registers)
         first_register = 1 + len(active) + len(free)
         registers.update(zip(loads, new_body.args[first_register:]))
@@ -384,7 +380,7 @@ class ReverseSweep(AdjointEmitter):
                          m: dict[Value, Value]) -> None:
         """Adds the summed adjoints of invariant elements into their arrays (only when
         the loop ran: otherwise its indices were never checked)."""
-        registers = self.__dict__.setdefault("load_registers", {})
+        registers = self.load_registers
         outer = [(key, v) for key, v in zip(loads, sums) if key in registers]
         for key, v in outer:  # an enclosing loop sums them in its own register
             self._add_to_array(key, m, v)
