@@ -36,11 +36,16 @@ def check_literals_fit(lo: FunctionLowering, scalar: T.ScalarType, operands: tup
 def comparison_type(lo: FunctionLowering, a: Value, b: Value, promoted: T.ScalarType) -> T.ScalarType:
     """The type two scalars compare in: a weak (Python) int against a strong integer type
     compares exactly, in i64 (``np.uint8(5) > -1`` is True in NumPy 2)."""
-    if promoted.is_integer and (lo.is_weak(a) or lo.is_weak(b)) and not (
-        _scalar_of(a).is_float or _scalar_of(b).is_float
-    ):
-        return T.i64
-    return promoted
+    if not promoted.is_integer or _scalar_of(a).is_float or _scalar_of(b).is_float:
+        return promoted
+    weak = [v for v in (a, b) if lo.is_weak(v)]
+    if not weak:
+        return promoted
+    info = np.iinfo(promoted.numpy_dtype)
+    literals = [lo._defining_constant(v) for v in weak]
+    if all(type(c) is int and info.min <= c <= info.max for c in literals):
+        return promoted  # img[i] > 128 on uint8 stays a uint8 comparison
+    return T.i64
 
 
 def _scalar_of(v: Value) -> T.ScalarType:

@@ -271,3 +271,17 @@ def test_integer_array_min_and_max_are_unchanged(rng):
     lo, hi = check(k, a, b)
     np.testing.assert_array_equal(lo, np.minimum(a, b))
     np.testing.assert_array_equal(hi, np.maximum(a, b))
+
+
+@kd.kernel
+def unsigned_against_literal_in_range(x, out):
+    for i in kd.prange(x.shape[0]):
+        out[i] = x[i] > 128
+
+
+def test_comparison_with_a_literal_the_type_holds_stays_in_that_type():
+    x = np.arange(256).astype(np.uint8)
+    out = np.zeros(256, np.bool_)
+    check(unsigned_against_literal_in_range, x, out)
+    assert "gt %" in unsigned_against_literal_in_range.ir(x, out)
+    assert "cast" not in unsigned_against_literal_in_range.ir(x, out)
