@@ -7,11 +7,11 @@ own block one at a time from the block's counter, then those left in the other b
 on idle cores every thread runs its own block (the static split, which keeps a thread on
 the same data from one loop to the next), and when the OS deschedules a thread (the
 cores are shared with other processes or another threading runtime) the running ones
-take over its chunks instead of waiting for it. Reductions keep one partial per chunk, combined in chunk order afterwards,
-so a result does not depend on which thread ran which chunk. A loop whose estimated work
-(iterations times the body's cost, see parallel_cost) is below the runtime's threshold
-runs on the calling thread: a team would cost more than it saves. A parallel loop inside
-another runs serially.
+take over its chunks instead of waiting for it. Reductions keep one partial per chunk,
+combined in chunk order afterwards, so a result does not depend on which thread ran which
+chunk. A loop whose estimated work (iterations times the body's cost, see parallel_cost)
+is below the runtime's threshold runs on the calling thread: a team would cost more than
+it saves. A parallel loop inside another runs serially.
 
 Scatter privatisation: an array that the region only updates with ``+=``/``-=`` (atomics
 whose old value is unused) gets a zeroed private copy per thread when it is small next to
