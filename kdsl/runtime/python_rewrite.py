@@ -37,14 +37,72 @@ def _plain_index(node: ast.expr) -> bool:
     return not any(isinstance(i, (ast.Slice, ast.Starred)) for i in items)
 
 
+_LOOP_FUNCTIONS = ("range", "prange", "ndrange")
+_INTEGER_OPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+
+
+def _bound_names(target: ast.expr) -> set[str]:
+    """The names an assignment target binds (not those inside ``a[i] = ...``)."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return set().union(*(_bound_names(e) for e in target.elts))
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    return set()
+
+
+def integer_loop_variables(tree: ast.FunctionDef) -> set[str]:
+    """Names only ever bound as variables of range/prange/ndrange loops: always ints (or
+    tuples of ints), so subscripts by them need no vector-index helper."""
+    loop_names: set[str] = set()
+    other_names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For):
+            func = node.iter.func if isinstance(node.iter, ast.Call) else None
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            plain = isinstance(node.target, ast.Name) or isinstance(node.target, ast.Tuple) and all(
+                isinstance(t, ast.Name) for t in node.target.elts)
+            bucket = loop_names if name in _LOOP_FUNCTIONS and plain else other_names
+            bucket.update(_bound_names(node.target))
+        elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                other_names.update(_bound_names(t))
+    parameters = {a.arg for a in tree.args.args}
+    return loop_names - other_names - parameters
+
+
+def _surely_integer(node: ast.expr, integers: set[str]) -> bool:
+    """An index made of integer literals, loop variables and integer arithmetic."""
+    if isinstance(node, ast.Constant):
+        return type(node.value) is int
+    if isinstance(node, ast.Name):
+        return node.id in integers
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _surely_integer(node.operand, integers)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _INTEGER_OPS):
+        return _surely_integer(node.left, integers) and _surely_integer(node.right, integers)
+    if isinstance(node, ast.Tuple):
+        return all(_surely_integer(e, integers) for e in node.elts)
+    return False
+
+
 def _call(name: str, *args: ast.expr) -> ast.Call:
     return ast.Call(ast.Name(name, ast.Load()), list(args), [])
 
 
 class _RouteSubscripts(ast.NodeTransformer):
+    def __init__(self, integers: set[str]) -> None:
+        self.integers = integers
+
+    def _routed(self, index: ast.expr) -> bool:
+        """Whether ``x[index]`` goes through a helper: it may hold an integer vector."""
+        return _plain_index(index) and not _surely_integer(index, self.integers)
+
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]
-        if isinstance(node.ctx, ast.Load) and _plain_index(node.slice):
+        if isinstance(node.ctx, ast.Load) and self._routed(node.slice):
             return ast.copy_location(_call("_kd_getitem", node.value, node.slice), node)
         return node
 
@@ -69,7 +127,7 @@ class _RouteSubscripts(ast.NodeTransformer):
         if component is not None:
             value = self.visit(node.value)
             return ast.copy_location(ast.Expr(_call("_kd_setcomponent", value, *component)), node)
-        if isinstance(target, ast.Subscript) and _plain_index(target.slice):
+        if isinstance(target, ast.Subscript) and self._routed(target.slice):
             value = self.visit(node.value)
             call = _call("_kd_setitem", value, self.visit(target.value), self.visit(target.slice))
             return ast.copy_location(ast.Expr(call), node)
@@ -82,7 +140,7 @@ class _RouteSubscripts(ast.NodeTransformer):
             call = _call("_kd_augcomponent", *component, op, self.visit(node.value))
             return ast.copy_location(ast.Expr(call), node)
         target = node.target
-        if isinstance(target, ast.Subscript) and _plain_index(target.slice):
+        if isinstance(target, ast.Subscript) and self._routed(target.slice):
             call = _call("_kd_augitem", self.visit(target.value), self.visit(target.slice), op,
                          self.visit(node.value))
             return ast.copy_location(ast.Expr(call), node)
@@ -118,7 +176,7 @@ def _rewrite(fn: Callable[..., Any]) -> Callable[..., Any]:
     source = read_function(fn)
     tree = copy.deepcopy(source.tree)
     tree.decorator_list = []
-    tree = _RouteSubscripts().visit(tree)
+    tree = _RouteSubscripts(integer_loop_variables(tree)).visit(tree)
     original_free = fn.__code__.co_freevars
     helper_names = list(HELPERS) + list(_OPERATOR_NAMES.values())
     # a factory whose parameters become the rewritten function's free variables

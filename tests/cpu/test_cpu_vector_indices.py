@@ -185,3 +185,21 @@ def test_atomics_at_vector_indices(rng):
     np.add.at(expected, (cells[:, 0], cells[:, 1]), 1)
     np.testing.assert_array_equal(grid, expected)
     np.testing.assert_array_equal(grid_v[1:, 1:, 1], 2 * expected[:4, :4])
+
+
+def test_plain_python_leaves_integer_loop_subscripts_alone():
+    import ast
+
+    from kdsl.runtime.python_rewrite import integer_loop_variables
+
+    tree = ast.parse(
+        "def k(a, n, out):\n"
+        "    for i in kd.prange(n):\n"
+        "        out[i] = a[i]\n"
+        "    for j, m in kd.ndrange(n, n):\n"
+        "        j = kd.ivec2(j, m)\n"            # rebound: may hold a vector
+        "    for k in kd.static(range(2)):\n"     # unrolled: may iterate vectors
+        "        out[k] = 0\n"
+    ).body[0]
+    assert isinstance(tree, ast.FunctionDef)
+    assert integer_loop_variables(tree) == {"i", "m"}
