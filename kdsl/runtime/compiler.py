@@ -176,6 +176,9 @@ class CompiledKernel:
                     self.converters.append(int)
         argtypes.append(ctypes.py_object)
         argtypes.extend(extra_argtypes or [])
+        self.address = address
+        self.extra_argtypes = len(extra_argtypes or [])
+        self.calls = 0  # Python-path calls: the second one builds the compiled call path
         self.cfunc = ctypes.CFUNCTYPE(None, *argtypes)(address)
         self.status_size = STATUS_SLOTS + sum(_slots(r.type) for r in results)
         self.allocates = allocates

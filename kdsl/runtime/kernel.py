@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kdsl.runtime.arguments import Parameter, argument_key, parameter_for
+from kdsl.runtime.fast_call import SLOW, FastCall, fast_call_for
 from kdsl.runtime.options import BuildOptions
 
 if TYPE_CHECKING:  # the compiler is imported on first use: import kdsl stays light
@@ -85,6 +86,8 @@ class Kernel:
         self._names: list[str] | None = None
         self._hidden: HiddenArguments | None = None
         self._code_read: Any = fn.__code__  # what the three above were found for
+        self._fast: FastCall | None = None  # the compiled call path of the last specialisation
+        self._fast_calls: dict[Any, FastCall | None] = {}  # by specialisation key
 
     def __repr__(self) -> str:
         return f"<kd.kernel {self.py_function.__qualname__}>"
@@ -92,6 +95,19 @@ class Kernel:
     # --- calling ------------------------------------------------------------------------
 
     def __call__(self, *args: Any) -> Any:
+        fast = self._fast
+        if fast is not None and self.py_function.__code__ is self._code_read \
+                and fast.deps.unchanged():
+            result = fast.function(*args)
+            if result is None:
+                return None
+            if result is not SLOW:
+                return fast.finish(result, args)
+        return self._call_checked(args)
+
+    def _call_checked(self, args: tuple) -> Any:
+        """The Python path: every argument typed and checked (the first call, arguments
+        the compiled call path does not take, kernels with hidden arguments)."""
         self._forget_if_recoded()
         hidden = self._hidden if self._hidden is not None else self._find_hidden()
         if hidden:  # captured arrays and the random stream: hidden arguments
@@ -104,12 +120,34 @@ class Kernel:
             compiled, key = None, None
         if compiled is None or not compiled.deps.unchanged():
             compiled = self._specialise(args, key)
-        return compiled(args)
+        result = compiled(args)
+        if not hidden and key is not None:
+            self._fast = self._fast_call(compiled, key)
+        return result
+
+    def _fast_call(self, compiled: CompiledKernel | CudaCompiledKernel, key: Any) -> FastCall | None:
+        """The compiled call path of a CPU specialisation called from Python before (built
+        on its second call: one-off calls never pay for it)."""
+        from kdsl.runtime.compiler import CompiledKernel
+
+        if type(compiled) is not CompiledKernel:  # a CUDA specialisation
+            return None
+        calls = compiled.calls
+        compiled.calls = calls + 1
+        fast = self._fast_calls.get(key)
+        if fast is not None and fast.compiled is compiled:
+            return fast
+        if calls != 1:
+            return None
+        fast = self._fast_calls[key] = fast_call_for(compiled)
+        return fast
 
     def _forget_if_recoded(self) -> None:
         """After an in-place code swap (IPython's autoreload), reads the source again."""
         if self.py_function.__code__ is not self._code_read:
             self._annotations = self._names = self._hidden = None
+            self._fast = None
+            self._fast_calls.clear()
             self._code_read = self.py_function.__code__
 
     def _find_hidden(self) -> HiddenArguments:

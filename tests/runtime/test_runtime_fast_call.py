@@ -1,0 +1,213 @@
+"""The compiled call path of repeated calls: the same results as the Python path, and
+every argument the Python path rejects (or specialises anew for) still reaches it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+RNG = np.random.default_rng(15)
+
+
+def data(n: int = 16, dtype: type = np.float32) -> np.ndarray:
+    return RNG.uniform(-4.0, 4.0, n).astype(dtype)
+
+
+def warm(kernel, *args) -> None:
+    """Calls twice, so that the next call takes the compiled path."""
+    kernel(*args)
+    kernel(*args)
+    assert kernel._fast is not None
+
+
+@kd.kernel
+def add(a: kd.Array[kd.f32], b: kd.Array[kd.f32], c: kd.Array[kd.f32]):
+    for i in range(c.shape[0]):
+        c[i] = a[i] + b[i]
+
+
+@kd.kernel
+def scale_any(a, out):
+    for i in range(out.shape[0]):
+        out[i] = a[i] * 2
+
+
+@kd.kernel
+def total(a: kd.Array[kd.f64]):
+    s = 0.0
+    for i in range(a.shape[0]):
+        s += a[i]
+    return s
+
+
+@kd.kernel
+def total_and_count(a: kd.Array[kd.f32]):
+    s = kd.f32(0.0)
+    n = 0
+    for i in range(a.shape[0]):
+        s += a[i]
+        n += 1
+    return s, n
+
+
+@kd.kernel(debug=True)
+def read_at(a: kd.Array[kd.f64], out: kd.Array[kd.f64]):
+    out[0] = a[out.shape[0] + 3]
+
+
+def test_repeated_calls_match_the_kernels_python():
+    a, b = data(), data()
+    warm(add, a, b, np.zeros(16, np.float32))
+    for _ in range(3):
+        a, b = data(), data()
+        c, expected = np.zeros(16, np.float32), np.zeros(16, np.float32)
+        assert add(a, b, c) is None
+        add.python(a, b, expected)
+        np.testing.assert_array_equal(c, expected)
+        assert np.any(c != 0)
+
+
+def test_returned_values_keep_their_types():
+    a = data(100, np.float64)
+    warm(total, a)
+    for _ in range(3):
+        a = data(100, np.float64)
+        got = total(a)
+        assert type(got) is type(total.python(a))
+        assert got == pytest.approx(total.python(a))
+    b = data(33)
+    warm(total_and_count, b)
+    s, n = total_and_count(b)
+    assert isinstance(s, np.float32) and s == pytest.approx(float(b.sum()), rel=1e-5)
+    assert n == 33 and type(n) is int
+
+
+def test_wrong_dtype_and_ndim_are_rejected_as_on_the_first_call():
+    a, b, c = data(), data(), np.zeros(16, np.float32)
+    warm(add, a, b, c)
+    with pytest.raises(TypeError, match="argument 'a'"):
+        add(a.astype(np.float64), b, c)
+    with pytest.raises(TypeError, match="argument 'b'"):
+        add(a, b.reshape(4, 4), c)
+    with pytest.raises(TypeError, match="argument 'c'"):
+        add(a, b, [0.0] * 16)
+    with pytest.raises(TypeError, match="argument 'a'"):
+        add(a.byteswap().view(a.dtype.newbyteorder()), b, c)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        add(a, b)
+    add(a, b, c)  # the compiled path still works afterwards
+    np.testing.assert_array_equal(c, a + b)
+
+
+def test_unannotated_kernels_specialise_anew_for_other_arrays():
+    a, out = data(), np.zeros(16, np.float32)
+    warm(scale_any, a, out)
+    wide, wide_out = data(16, np.float64), np.zeros(16, np.float64)
+    scale_any(wide, wide_out)
+    np.testing.assert_array_equal(wide_out, wide * 2)
+    ints, int_out = np.arange(-8, 8, dtype=np.int32), np.zeros(16, np.int32)
+    scale_any(ints, int_out)
+    np.testing.assert_array_equal(int_out, ints * 2)
+    scale_any(a, out)
+    np.testing.assert_array_equal(out, a * 2)
+
+
+def test_non_contiguous_views_take_their_own_specialisation():
+    a, b, c = data(32), data(32), np.zeros(32, np.float32)
+    warm(add, a[:16], b[:16], c[:16])
+    strided_out = np.zeros(32, np.float32)
+    add(a[::2], b[::2], strided_out[::2])
+    np.testing.assert_array_equal(strided_out[::2], a[::2] + b[::2])
+    assert np.all(strided_out[1::2] == 0)
+    reversed_out = np.zeros(16, np.float32)
+    add(a[15::-1], b[:16], reversed_out)
+    np.testing.assert_array_equal(reversed_out, a[15::-1] + b[:16])
+
+
+def test_read_only_output_is_still_refused():
+    a, b, c = data(), data(), np.zeros(16, np.float32)
+    warm(add, a, b, c)
+    a.flags.writeable = False  # read, never written: fine
+    add(a, b, c)
+    c.flags.writeable = False
+    with pytest.raises(ValueError, match="argument 'c'.*read-only"):
+        add(a, b, c)
+
+
+def test_subclasses_and_wrappers_take_the_python_path():
+    class Tagged(np.ndarray):
+        pass
+
+    a, b, c = data(), data(), np.zeros(16, np.float32)
+    warm(add, a, b, c)
+    out = np.zeros(16, np.float32).view(Tagged)
+    add(a.view(Tagged), b, out)
+    np.testing.assert_array_equal(np.asarray(out), a + b)
+
+
+def test_errors_inside_the_kernel_are_raised_from_the_compiled_path():
+    a, out = data(8, np.float64), np.zeros(2, np.float64)
+    warm(read_at, a, out)
+    np.testing.assert_array_equal(out[0], a[5])
+    with pytest.raises(IndexError, match="index 7 is out of bounds .* size 6"):
+        read_at(a[:6], np.zeros(4, np.float64))
+    with pytest.raises(IndexError, match="index 7 is out of bounds"):
+        read_at(a[:6], np.zeros(4, np.float64))
+
+
+def test_wrong_vector_sizes_are_rejected_on_every_call():
+    @kd.kernel
+    def shift(p: kd.Array[kd.vec3], d: kd.vec3):
+        for i in range(p.shape[0]):
+            p[i] += d
+
+    p = np.ones((4, 3), np.float32)
+    shift(p, (1.0, 2.0, 3.0))
+    shift(p, (1.0, 2.0, 3.0))
+    with pytest.raises(TypeError, match="argument 'd'"):
+        shift(p, (1.0, 2.0))
+    with pytest.raises(TypeError, match="argument 'p'"):
+        shift(np.ones((4, 2), np.float32), (1.0, 2.0, 3.0))
+    np.testing.assert_array_equal(p, np.tile([3.0, 5.0, 7.0], (4, 1)))
+
+
+FACTOR = 2.0
+
+
+@kd.kernel
+def times(a: kd.Array[kd.f64], out: kd.Array[kd.f64]):
+    for i in range(a.shape[0]):
+        out[i] = a[i] * FACTOR
+
+
+def test_a_changed_global_recompiles(monkeypatch):
+    a, out = data(8, np.float64), np.zeros(8, np.float64)
+    warm(times, a, out)
+    np.testing.assert_array_equal(out, a * 2.0)
+    monkeypatch.setitem(globals(), "FACTOR", 3.0)
+    for _ in range(3):
+        times(a, out)
+        np.testing.assert_array_equal(out, a * 3.0)
+
+
+@pytest.fixture
+def emulated_cuda():
+    from kdsl.runtime.cuda import driver
+    from kdsl.runtime.cuda.emulator import EmulatedDriver
+
+    previous = driver.current_driver()
+    driver.set_driver(EmulatedDriver())
+    yield
+    driver.set_driver(previous)
+
+
+def test_cuda_arrays_on_a_cpu_specialisation_are_refused(emulated_cuda):
+    a, b, c = data(), data(), np.zeros(16, np.float32)
+    warm(add, a, b, c)
+    on_device = kd.array(b, device="cuda")
+    with pytest.raises(ValueError, match="different devices"):
+        add(a, on_device, c)
+    add(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
