@@ -36,12 +36,13 @@ def primal_parameters(params: list[Parameter], argnums: Sequence[int]) -> list[P
 
 def gradient_results(results: list[VariableType], primal: list[Parameter],
                      argnums: Sequence[int]) -> list[VariableType]:
-    """What a gradient kernel returns: the kernel's value, then one adjoint per
-    differentiated scalar argument."""
+    """What a gradient kernel returns: the kernel's value, one adjoint per differentiated
+    scalar argument, then the peak bytes kept for the reverse sweep."""
     from kdsl.frontend.scope import VariableType
 
     return list(results[:1]) + [VariableType(primal[k].type, primal[k].weak)
-                                for k in argnums if not _is_array(primal[k])]
+                                for k in argnums if not _is_array(primal[k])] + [
+        VariableType(T.i64, False)]
 
 
 def _check_differentiable(p: Parameter, kernel_name: str) -> None:
@@ -111,6 +112,7 @@ class Gradient:
             raise TypeError(f"kd.grad: argnums must be an int or a tuple of ints, got {argnums!r}")
         self.kernel = GradientKernel(kernel, self.argnums)
         self.with_value = with_value
+        self.saved_bytes: int | None = None
 
     def _arguments(self, args: tuple) -> tuple[list[Parameter], list[Any]]:
         params = self.kernel.primal_parameters(args)
@@ -119,7 +121,8 @@ class Gradient:
 
     def __call__(self, *args: Any) -> Any:
         params, adjoints = self._arguments(args)
-        value, *scalars = self.kernel(*args, *adjoints)
+        value, *scalars, saved_bytes = self.kernel(*args, *adjoints)
+        self.saved_bytes = int(saved_bytes)
         arrays, scalar_grads = iter(adjoints), iter(scalars)
         grads = tuple(next(arrays) if _is_array(params[k]) else next(scalar_grads)
                       for k in self.argnums)

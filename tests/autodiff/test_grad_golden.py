@@ -16,7 +16,7 @@ def square_sum(x: kd.Array[kd.f64], w: kd.f64) -> kd.f64:
 
 
 EXPECTED = """\
-kernel @square_sum(%x: array<f64, 1, C>, %w: f64, %d_x: array<f64, 1, C>) -> f64, f64 {
+kernel @square_sum(%x: array<f64, 1, C>, %w: f64, %d_x: array<f64, 1, C>) -> f64, f64, i64 {
   %0 = constant 0.0 : f64
   %1 = array_dim %x {axis = 0} : i64
   %2 = constant 0 : i64
@@ -52,7 +52,8 @@ kernel @square_sum(%x: array<f64, 1, C>, %w: f64, %d_x: array<f64, 1, C>) -> f64
     %30 = atomic_rmw %d_x, %23, %27 {kind = 'add', implicit = True} : f64
     yield %29
   }
-  return %s, %17
+  %31 = constant 0 : i64
+  return %s, %17, %31
 }
 """
 

@@ -90,6 +90,7 @@ class AdjointEmitter:
         self.current: Operation | None = None
         self._result: Value | None = None
         self._mapping: dict[Value, Value] = {}
+        self.tape_arrays: set[Value] = set()  # storage of saved values (see tape_bytes.py)
 
     # --- helpers for rules --------------------------------------------------------------
 
@@ -261,11 +262,13 @@ class AdjointEmitter:
         return self.op("max", self.op("floordiv", span, step), zero)
 
     def _storage(self, values: Sequence[Value], size: Value) -> dict[Value, Value]:
-        return {
+        storage = {
             v: self.b.create("array_new", [size], {
                 "type": T.ArrayType(v.type, 1, True), "fill": "empty"}).result
             for v in values
         }
+        self.tape_arrays.update(storage.values())
+        return storage
 
     def _forward_for(self, op: Operation, m: dict[Value, Value], recompute: bool,
                      state: Sequence[Value]) -> LoopTape:

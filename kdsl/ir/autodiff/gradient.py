@@ -1,6 +1,7 @@
 """The gradient of a kernel as a new kernel: the primal arguments plus one adjoint array
-per differentiated array argument; it returns the kernel's value and the adjoints of the
-differentiated scalar arguments, and adds the adjoints of the arrays into theirs."""
+per differentiated array argument; it returns the kernel's value, the adjoints of the
+differentiated scalar arguments and the peak bytes kept for the reverse sweep, and adds
+the adjoints of the arrays into theirs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from kdsl.ir.autodiff.activity import is_float, needed_values, routed_values, va
 from kdsl.ir.autodiff.emitter import located_error
 from kdsl.ir.autodiff.memory import stateful_arrays, zeros_like_array
 from kdsl.ir.autodiff.reverse import ReverseSweep, check_differentiable
+from kdsl.ir.autodiff.tape_bytes import count_tape_bytes
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Function, Module, Value
 from kdsl.ir.passes import inline_funcs
@@ -66,10 +68,11 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
     sweep.reverse(ops, m, tapes)
     sweep.restore_snapshots(entry_state, m)
     grads = [sweep.adjoint_or_zero(a) for a in roots if not isinstance(a.type, T.ArrayType)]
-    builder.create("return", [value, *grads])
+    saved_bytes = count_tape_bytes(body, sweep.tape_arrays)
+    builder.create("return", [value, *grads, saved_bytes])
     names = list(fn.arg_names) + [adjoint_name(fn.arg_names[k]) for k in spec.argnums
                                   if isinstance(fn.args[k].type, T.ArrayType)]
-    module.kernel = Function(fn.name, body, [value.type, *(g.type for g in grads)], True,
+    module.kernel = Function(fn.name, body, [value.type, *(g.type for g in grads), T.i64], True,
                              fn.location, names, {**fn.attrs, "returns_tuple": True})
     inline_funcs.run(module)  # the funcs with hand-written gradients, and those gradients
 

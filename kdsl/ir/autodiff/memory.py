@@ -73,7 +73,9 @@ def snapshot_storage(e: AdjointEmitter, array: Value, count: Value | None) -> Va
     dims = [e.b.create("array_dim", [array], {"axis": k}).result for k in range(t.ndim)]
     sizes = ([count] if count is not None else []) + dims
     storage_type = T.ArrayType(t.dtype, len(sizes), True)
-    return e.b.create("array_new", sizes, {"type": storage_type, "fill": "empty"}).result
+    storage = e.b.create("array_new", sizes, {"type": storage_type, "fill": "empty"}).result
+    e.tape_arrays.add(storage)
+    return storage
 
 
 def zeros_like_array(e: AdjointEmitter, array: Value) -> Value:

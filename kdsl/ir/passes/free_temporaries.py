@@ -14,7 +14,7 @@ from kdsl.ir.effects import allocates, view_source
 _ESCAPES = ("yield", "return", "condition", "call")
 
 
-def _escapes(array: Value, users: dict[Value, list[Operation]]) -> bool:
+def escapes(array: Value, users: dict[Value, list[Operation]]) -> bool:
     """Whether the array (or a view of it) leaves the block it was made in."""
     pending, seen = [array], {array}
     while pending:
@@ -38,7 +38,7 @@ def _visit(block: Block, users_of: dict[Value, list[Operation]], top: bool) -> N
         return  # arrays of the call itself are released when it returns
     frees = [
         typed_operation("array_free", [op.result], location=op.location)
-        for op in block.ops if allocates(op) and not _escapes(op.result, users_of)
+        for op in block.ops if allocates(op) and not escapes(op.result, users_of)
     ]
     if frees:
         terminator = block.ops[-1] if block.ops and block.ops[-1].name in _ESCAPES else None
