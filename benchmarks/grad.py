@@ -128,6 +128,7 @@ def main() -> None:
     print(f"  forward            {forward_s * 1e3:9.2f} ms")
     print(f"  gradient           {gradient_s * 1e3:9.2f} ms   gradient / forward = "
           f"{gradient_s / forward_s:.2f}  (target <= 3)")
+    print(f"  kept for the reverse sweep: {g.saved_bytes} bytes")
     jax_run = jax_gradient(pos)
     if jax_run is None:
         print("  jax.jit(jax.grad)  skipped (jax not installed)")
