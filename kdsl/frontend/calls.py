@@ -192,6 +192,9 @@ def _python_cast(target: T.ScalarType) -> Handler:
                      node)
         if target == T.bool_:
             return lo.truth(v, node)
+        if v.type == target and v not in lo.weak:
+            # a value of its own: marking ``v`` weak would change every later use of it
+            return lo.mark_weak(lo.builder.value("cast", v, type=target))
         return lo.mark_weak(lo.builder.cast(v, target))
 
     return handler

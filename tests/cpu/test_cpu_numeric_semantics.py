@@ -285,3 +285,30 @@ def test_comparison_with_a_literal_the_type_holds_stays_in_that_type():
     check(unsigned_against_literal_in_range, x, out)
     assert "gt %" in unsigned_against_literal_in_range.ir(x, out)
     assert "cast" not in unsigned_against_literal_in_range.ir(x, out)
+
+
+# --- int() and float() of a value that already has the type -------------------------
+
+
+@kd.kernel
+def product_after_python_int(n, m):
+    v = n[0] + 0
+    w = int(v)  # a Python int of its own; v stays an int64
+    return m[0] * v, w
+
+
+@kd.kernel
+def product_after_python_float(n, m):
+    v = n[0] + 0.0
+    w = float(v)
+    return m[0] * v, m[0] * w
+
+
+def test_python_int_of_an_int64_leaves_the_value_strong():
+    out = check(product_after_python_int, np.array([81739]), np.array([97139], np.int32))
+    assert out[0] == 81739 * 97139
+
+
+def test_python_float_of_a_float64_leaves_the_value_strong():
+    out = check(product_after_python_float, np.array([1.1]), np.array([3.3], np.float32))
+    assert isinstance(out[0], np.float64) and isinstance(out[1], np.float32)
