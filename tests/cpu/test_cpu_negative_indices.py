@@ -49,8 +49,8 @@ def test_loads_and_stores_at_negative_indices(dtype, rng):
 @kd.kernel
 def two_axes(a, rows: kd.Array[kd.i32], cols: kd.Array[kd.i64], out):
     for i in kd.prange(rows.shape[0]):
-        out[-1 - i, -2] = a[rows[i], cols[i]]
-        out[i, rows[i] % 2 - 1] = a[-1, cols[i]] + 1.0
+        out[-1 - i, -3] = a[rows[i], cols[i]]
+        out[i, rows[i] % 2 - 2] = a[-1, cols[i]] + 1.0  # column 1 or 2: no iteration shares one
 
 
 @kd.kernel
@@ -63,7 +63,7 @@ def test_every_axis_and_arrays_of_vectors(rng):
     a = rng.normal(size=(5, 7))
     rows = rng.integers(-5, 5, size=30).astype(np.int32)
     cols = rng.integers(-7, 7, size=30)
-    check(two_axes, a, rows, cols, np.zeros((30, 2)))
+    check(two_axes, a, rows, cols, np.zeros((30, 3)))
     p = rng.normal(size=(6, 3)).astype(np.float32)
     k = rng.integers(-6, 6, size=6)
     check(vectors_from_the_end, p, k, np.zeros((6, 3), np.float32))
