@@ -416,14 +416,16 @@ class KernelEmitter(ParallelLoops, ArrayViews):
     def emit_atomic_rmw(self, op: Operation) -> list[Repr]:
         if self.single_thread is None:  # outside parallel regions updates need no atomics
             return [self._plain_update(op)]
+        private = self._private_update(op, lambda: self._atomic(op))
+        if private is not None:  # a team of one updates the array as its copy
+            return private
         # a team of one thread (kd.set_num_threads(1)) needs no atomics either
         with self.b.if_else(self.single_thread) as (alone, shared):
             with alone:
                 plain = self._plain_update(op)
                 plain_end = self.b.block
             with shared:
-                private = self._private_update(op, lambda: self._atomic(op))
-                atomic = private[0] if private is not None else self._atomic(op)
+                atomic = self._atomic(op)
                 atomic_end = self.b.block
         merged = []
         for p, a in zip(flatten(plain), flatten(atomic)):

@@ -323,6 +323,16 @@ class ParallelLoops:
                 self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64),
                                    ir.Constant(i64, 1), [], [], per_thread)
 
+    def _own_when_alone(self, own: ArrayView, private: ArrayView) -> ArrayView:
+        """The array's own view in a team of one thread, the thread's copy otherwise."""
+        assert self.single_thread is not None
+        data = private.data
+        if data.type != own.data.type:
+            data = self.b.bitcast(data, own.data.type)
+        return ArrayView(self.b.select(self.single_thread, own.data, data), list(own.shape),
+                         [self.b.select(self.single_thread, a, b)
+                          for a, b in zip(own.strides, private.strides)])
+
     def _private_view(self, view: ArrayView, buffer: ir.Value, tid: ir.Value,
                       total: ir.Value, scalar_t: T.ScalarType) -> ArrayView:
         """Thread ``tid``'s contiguous copy of an array with ``view``'s shape."""
@@ -434,7 +444,9 @@ class ParallelLoops:
             use_copy = self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
             private = self._private_view(self.values[array], buffer, tid, total,
                                          T.element_scalar(array.type.dtype))
-            self.private_copies[array] = (use_copy, private)
+            # a team of one updates the array itself as its copy: one plain path, not two
+            self.private_copies[array] = (self.b.or_(use_copy, self.single_thread),
+                                          self._own_when_alone(self.values[array], private))
         partials = loaded[position:]
 
         def run_chunk(index: ir.Value) -> None:
