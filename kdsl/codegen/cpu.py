@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from kdsl.runtime.timings import stage
+
 _lock = threading.Lock()
 _state: dict[str, Any] = {}
 
@@ -95,9 +97,11 @@ def compile_to_object(llvm_ir: str) -> bytes:
     b = llvm()
     context = b.create_context()
     try:
-        module = optimize(llvm_ir, context)
+        with stage("llvm optimize"):
+            module = optimize(llvm_ir, context)
         try:
-            return emit_object(module)
+            with stage("llvm emit"):
+                return emit_object(module)
         finally:
             module.close()
     finally:

@@ -27,6 +27,7 @@ from kdsl.runtime.arguments import (
 from kdsl.runtime.ndarray_layout import ndarray_offsets
 from kdsl.runtime.options import BuildOptions
 from kdsl.runtime.symbols import ALLOCATIONS
+from kdsl.runtime.timings import stage
 
 if TYPE_CHECKING:  # the compiler proper is imported on a cache miss only
     from kdsl.codegen.emit_kernel import CodegenOptions
@@ -61,11 +62,13 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
         from kdsl.runtime.gradient import primal_parameters
 
         primal = primal_parameters(params, options.gradient)
-    function, context, results = lower_kernel(fn, variable_types(primal), options.debug)
+    with stage("frontend"):
+        function, context, results = lower_kernel(fn, variable_types(primal), options.debug)
     module = Module(function, {f.name: f for f in context.funcs.values()})
-    run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath,
-                                     gradient=options.gradient),
-                 stop_after=stop_after)
+    with stage("passes"):
+        run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath,
+                                         gradient=options.gradient),
+                     stop_after=stop_after)
     if options.gradient is not None:
         from kdsl.runtime.gradient import gradient_results
 
@@ -77,7 +80,8 @@ def llvm_ir_text(fn: Any, params: list[Parameter], options: BuildOptions, entry:
     from kdsl.codegen.emit_kernel import emit_kernel
 
     module, results = lower_and_optimize(fn, params, options)
-    emitted = emit_kernel(module.kernel, codegen_options(options), entry)
+    with stage("codegen"):
+        emitted = emit_kernel(module.kernel, codegen_options(options), entry)
     returns_tuple = module.kernel.attrs.get("returns_tuple", False)
     return str(emitted.module), (emitted, results, written_arguments(module), returns_tuple)
 
@@ -87,7 +91,8 @@ def cuda_build(fn: Any, params: list[Parameter], options: BuildOptions, entry: s
     from kdsl.codegen.host_launch import emit_cuda_kernel
 
     module, results = lower_and_optimize(fn, params, options)
-    emitted = emit_cuda_kernel(module.kernel, codegen_options(options), entry)
+    with stage("codegen"):
+        emitted = emit_cuda_kernel(module.kernel, codegen_options(options), entry)
     returns_tuple = module.kernel.attrs.get("returns_tuple", False)
     return emitted, (results, written_arguments(module), returns_tuple)
 
@@ -325,7 +330,8 @@ class LoadedKernel:
 def compile_kernel(fn: Any, name: str, params: list[Parameter], deps: Dependencies,
                    options: BuildOptions) -> CompiledKernel:
     """Machine code for one specialisation: from the disk cache, or compiled and stored."""
-    key = cache_key(deps, params, options)
+    with stage("cache key"):
+        key = cache_key(deps, params, options)
     with _load_lock:
         loaded = _loaded.get(key)
         if loaded is None:
@@ -351,14 +357,16 @@ def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
 
         text, (emitted, results, written, returns_tuple) = llvm_ir_text(fn, params, options, entry)
         code = cpu.compile_to_object(text)
-        library = cpu.link_shared_library(code)
+        with stage("link"):
+            library = cpu.link_shared_library(code)
         meta = {"sites": emitted.sites, "results": results, "allocates": emitted.allocates,
                 "written": written, "returns_tuple": returns_tuple,
                 "format": "object" if library is None else "shared"}
         return code, library, meta
 
     code, meta = load_or_build(key, [entry, init], build)
-    call_init(code, init, hook_table())
+    with stage("init"):
+        call_init(code, init, hook_table())
     return LoadedKernel(code, code[entry], meta)
 
 

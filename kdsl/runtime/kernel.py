@@ -202,6 +202,8 @@ class Kernel:
     def _specialise(self, args: tuple, key: Any) -> CompiledKernel | CudaCompiledKernel:
         from kdsl.frontend.dependencies import scan_dependencies
         from kdsl.runtime.compiler import compile_kernel
+        from kdsl.runtime.timings import compile_report
+        from kdsl.runtime.timings import stage as timed
 
         params = self.parameters(args)
         on_device = [p.name for p in params if p.passing == "device"]
@@ -213,8 +215,9 @@ class Kernel:
                 f"{', '.join(repr(n) for n in on_host)} on the cpu; move them with .to()"
             )
         compiled: CompiledKernel | CudaCompiledKernel
-        with self._lock:
-            deps = scan_dependencies(self.py_function)
+        with self._lock, compile_report(self.__name__):
+            with timed("dependencies"):
+                deps = scan_dependencies(self.py_function)
             if on_device:
                 from kdsl.runtime.cuda.compiled import compile_cuda_kernel
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kdsl.runtime import cache
+from kdsl.runtime.timings import stage
 
 if TYPE_CHECKING:
     from kdsl.codegen.native_code import LoadedCode
@@ -24,17 +25,20 @@ def load_or_build(key: str, symbols: list[str], build: Build) -> tuple[LoadedCod
     """The loaded code of ``key`` (with the addresses of ``symbols``) and its metadata."""
     from kdsl.codegen import native_code
 
-    hit = cache.load(key)
+    with stage("cache read"):
+        hit = cache.load(key)
     if hit is not None:
         path, meta, data = hit
         try:
-            if meta["format"] == "shared":
-                return native_code.load_library(str(path), symbols), meta
-            return native_code.load_object(data, symbols), meta
+            with stage("load"):
+                if meta["format"] == "shared":
+                    return native_code.load_library(str(path), symbols), meta
+                return native_code.load_object(data, symbols), meta
         except (OSError, AttributeError, RuntimeError, KeyError):
             pass  # unloadable: compiled afresh below
     code, library, meta = build()
-    stored = cache.store(key, code if library is None else library, meta)
+    with stage("cache write"):
+        stored = cache.store(key, code if library is None else library, meta)
     loaded = None
     if library is not None:
         if stored is not None:
