@@ -17,7 +17,6 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
-from kdsl.ir.effects import written_arrays
 from kdsl.runtime.arguments import (
     Parameter,
     check_integer_range,
@@ -108,6 +107,8 @@ def ptx_text(fn: Any, params: list[Parameter], options: BuildOptions, entry: str
 
 def written_arguments(module: Module) -> list[int]:
     """Which array arguments the kernel may write (they must be writeable at the call)."""
+    from kdsl.ir.effects import written_arrays
+
     args = module.kernel.args
     written = written_arrays(module.kernel.body)
     return [k for k, a in enumerate(args) if a in written]
