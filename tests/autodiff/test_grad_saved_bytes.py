@@ -6,31 +6,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from kdsl_grad_kernels import long_product, long_relaxation
 
 import kdsl as kd
 from kdsl.ir.autodiff import emitter
 
 RNG = np.random.default_rng(11)
-
-
-@kd.kernel
-def running_product(x: kd.Array[kd.f64], n: kd.i32) -> kd.f64:
-    p = 1.0
-    for k in range(n):
-        p = p * (1.0 + 0.01 * kd.sin(x[k % x.shape[0]] * p))
-    return p
-
-
-@kd.kernel
-def relaxation(x: kd.Array[kd.f64], steps: kd.i32) -> kd.f64:
-    n = x.shape[0]
-    for _step in range(steps):
-        for i in kd.prange(n):
-            x[i] = x[i] * 0.99 + 0.01 * kd.cos(x[i] * float(i + 1))
-    e = 0.0
-    for i in range(n):
-        e += x[i] * x[(i + 1) % n]
-    return e
 
 
 @kd.kernel
@@ -51,7 +32,7 @@ def test_nothing_is_kept_when_nothing_is_needed() -> None:
 
 def test_linear_below_the_threshold_then_about_sqrt() -> None:
     limit = emitter.CHECKPOINT_AFTER
-    g = kd.grad(running_product)
+    g = kd.grad(long_product)
     x = RNG.random(5)
 
     def kept(n: int) -> int:
@@ -69,11 +50,11 @@ def test_linear_below_the_threshold_then_about_sqrt() -> None:
         assert size < per_iteration * n / 4
         assert 1.5 * math.sqrt(n) * 8 <= size <= 3 * math.sqrt(n) * 8 + 64
     assert beyond[64 * limit] < 5 * beyond[4 * limit]  # 16x the iterations, ~4x the memory
-    np.testing.assert_allclose(g(x, 300), kd.grad(running_product)(x, 300))
+    np.testing.assert_allclose(g(x, 300), kd.grad(long_product)(x, 300))
 
 
 def test_copies_of_arrays_updated_in_place_are_counted() -> None:
-    g = kd.grad(relaxation)
+    g = kd.grad(long_relaxation)
     x = RNG.random(50)
     sizes = {}
     for steps in (10, 20, 40):
