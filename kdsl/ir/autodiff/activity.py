@@ -168,7 +168,7 @@ def routed_values(body: Block) -> set[Value]:
                 mark_routed(op.operands)
             elif op.name == "parallel_for" and any(
                     kind in ("min", "max") for kind in op.attrs["reductions"]):
-                mark_routed(op.regions[0].ops[-1].operands)
+                mark_routed(ParallelForOp(op).body.ops[-1].operands)
             if op.regions:
                 for sources, targets in _loop_links(op):
                     if any(t in routed for t in targets):

@@ -28,6 +28,7 @@ from kdsl.ir.autodiff.memory import (
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.location import SourceLocation
+from kdsl.ir.structured import ForOp, ParallelForOp, WhileOp
 
 # effects the forward sweep performed once; recomputation in the reverse sweep skips them
 _SKIPPED_WHEN_RECOMPUTING = frozenset({
@@ -272,9 +273,10 @@ class AdjointEmitter:
 
     def _forward_for(self, op: Operation, m: dict[Value, Value], recompute: bool,
                      state: Sequence[Value]) -> LoopTape:
-        start, stop, step = (m.get(v, v) for v in op.operands[:3])
-        body = op.regions[0]
-        stored = [a for a in body.args[1:] if a in self.needed]
+        loop = ForOp(op)
+        start, stop, step = (m.get(v, v) for v in (loop.start, loop.stop, loop.step))
+        body = loop.body
+        stored = [a for a in loop.carried if a in self.needed]
         trip = self._trip_count(start, stop, step)
         tape = LoopTape(trip, {}, start, step)
         if stored or state:
@@ -336,7 +338,8 @@ class AdjointEmitter:
                        tape: LoopTape | None) -> Operation:
         """A copy of a while loop that also counts its iterations (and stores the values
         its body starts from, when ``storage`` is given)."""
-        before, body = op.regions
+        w = WhileOp(op)
+        before, body = w.before, w.body
         if len(before.ops[-1].operands) != 1:
             raise located_error("this form of while loop cannot be differentiated", op.location)
         zero = self.b.constant(0, _INDEX)
@@ -356,7 +359,7 @@ class AdjointEmitter:
             new_body.ops.pop()
             following = self.op("add", counter, self.b.constant(1, _INDEX))
             self.b.create("yield", [*terminator.operands, following])
-        new = Operation("while", [*(m.get(v, v) for v in op.operands), zero],
+        new = Operation("while", [*(m.get(v, v) for v in w.inits), zero],
                         [*(r.type for r in op.results), _INDEX], dict(op.attrs),
                         [new_before, new_body], op.location)
         self.b.block.append(new)
@@ -372,7 +375,7 @@ class AdjointEmitter:
             fresh.name_hint = old.name_hint
             m[old] = fresh
         count = counted.results[-1]
-        stored = [a for a in op.regions[1].args if a in self.needed]
+        stored = [a for a in WhileOp(op).body.args if a in self.needed]
         tape = LoopTape(count)
         if stored or state:
             self._plan_checkpoints(tape)
@@ -398,16 +401,17 @@ class AdjointEmitter:
                     "of logarithms instead", op.location)
         if not picked:
             return None
-        ndim = op.attrs["ndim"]
-        body = op.regions[0]
-        extents = [m.get(v, v) for v in op.operands[:ndim]]
+        loop = ParallelForOp(op)
+        ndim = loop.ndim
+        body = loop.body
+        extents = [m.get(v, v) for v in loop.extents]
         none = self.b.constant(2**62, _INDEX)
         inner = dict(m)
-        new_body = Block([Value(_INDEX, a.name_hint) for a in body.args[:ndim]]
+        new_body = Block([Value(_INDEX, a.name_hint) for a in loop.ivs]
                          + [Value(_INDEX, "winner") for _ in picked])
-        inner.update(zip(body.args[:ndim], new_body.args[:ndim]))
+        inner.update(zip(loop.ivs, new_body.args[:ndim]))
         with self.b.at(new_body):
-            for k, arg in enumerate(body.args[ndim:]):
+            for k, arg in enumerate(loop.partials):
                 inner[arg] = self.reduction_identity(kinds[k], arg.type)
             for inner_op in body.ops[:-1]:
                 if inner_op.name not in _SKIPPED_WHEN_RECOMPUTING:
@@ -426,7 +430,7 @@ class AdjointEmitter:
                                [new_body], [_INDEX for _ in picked])
         winners = {}
         for slot, k in enumerate(picked):
-            init = m.get(op.operands[ndim + k], op.operands[ndim + k])
+            init = m.get(loop.inits[k], loop.inits[k])
             initial_wins = self.op("eq", init, m[op.results[k]])
             winners[k] = (search.results[slot], initial_wins)
         return ReductionTape(winners)

@@ -20,6 +20,7 @@ from kdsl.ir.autodiff.emitter import (
 from kdsl.ir.autodiff.memory import array_bases, copy_elements, snapshot_storage, written_state
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import lookup
+from kdsl.ir.structured import ForOp, IfOp, ParallelForOp, WhileOp
 
 _INDEX = T.i64
 
@@ -64,7 +65,7 @@ class _LoopPlan:
     """What the reversal of one serial loop works with."""
 
     body: Block
-    first_carried: int  # 1 for a for loop (its induction variable), 0 for a while loop
+    iv: Value | None  # a for loop's induction variable (None for a while loop)
     inits: Sequence[Value]
     carried: Sequence[Value]
     active: list[int]
@@ -97,9 +98,11 @@ class ReverseSweep(AdjointEmitter):
                 continue
             self.b.location = op.location
             if op.name == "for":
-                self._reverse_loop(op, m, tapes[op], op.regions[0], 1, op.operands[3:])
+                loop = ForOp(op)
+                self._reverse_loop(op, m, tapes[op], loop.body, loop.iv, loop.carried, loop.inits)
             elif op.name == "while":
-                self._reverse_loop(op, m, tapes[op], op.regions[1], 0, op.operands)
+                w = WhileOp(op)
+                self._reverse_loop(op, m, tapes[op], w.body, None, w.body.args, w.inits)
             elif op.name == "if":
                 self.restore_snapshots(tapes[op].snapshots, m)
                 self._reverse_if(op, m)
@@ -217,7 +220,8 @@ class ReverseSweep(AdjointEmitter):
                     value = found[k]
                     outs.append(value if value is not None else self.adjoint_or_zero(free[k]))
                 self.b.create("yield", outs)
-        new = self.b.create("if", [m.get(op.operands[0], op.operands[0])],
+        condition = IfOp(op).condition
+        new = self.b.create("if", [m.get(condition, condition)],
                             {"types": [free[k].type for k in kept]},
                             [b for b, _ in branches], [free[k].type for k in kept])
         for k, r in zip(kept, new.results):
@@ -226,10 +230,10 @@ class ReverseSweep(AdjointEmitter):
     # --- serial loops -------------------------------------------------------------------
 
     def _reverse_loop(self, op: Operation, m: dict[Value, Value], tape: LoopTape, body: Block,
-                      first_carried: int, inits: Sequence[Value]) -> None:
+                      iv: Value | None, carried: Sequence[Value],
+                      inits: Sequence[Value]) -> None:
         """Iterations in reverse order: restore the carried values, recompute, adjoint.
         With per-iteration storage, segment by segment from checkpoints (see LoopTape)."""
-        carried = body.args[first_carried:]
         active = [k for k, a in enumerate(carried) if a in self.varied]
         free = [v for v in free_values(op.regions) if v in self.varied]
         loads = self._invariant_loads(body)
@@ -237,7 +241,7 @@ class ReverseSweep(AdjointEmitter):
                    + [self.adjoint_or_zero(f) for f in free]
                    + [self.zero(t) for t in loads.values()])
         zero = self.b.constant(0, _INDEX)
-        plan = _LoopPlan(body, first_carried, inits, carried, active, free, loads)
+        plan = _LoopPlan(body, iv, inits, carried, active, free, loads)
         if tape.segment is None:
             results = self._reverse_iterations(op, m, tape, plan, initial, zero, tape.trip,
                                                tape.storage, tape.snapshots, zero)
@@ -311,10 +315,10 @@ class ReverseSweep(AdjointEmitter):
         with self.b.at(loop_body), self.scope():
             slot = loop_body.args[0]
             inner = dict(m)
-            if plan.first_carried:
+            if plan.iv is not None:
                 assert tape.start is not None and tape.step is not None
                 k = self.op("add", first, slot)
-                inner[body.args[0]] = self.op("add", tape.start, self.op("mul", k, tape.step))
+                inner[plan.iv] = self.op("add", tape.start, self.op("mul", k, tape.step))
             inner.update(zip(plan.carried, loop_body.args[1:]))
             for a, array in storage.items():
                 self.b.create("array_store", [array, slot, inner[a]])
@@ -351,9 +355,9 @@ class ReverseSweep(AdjointEmitter):
                              new_body.args[0])
             slot = self.op("sub", k_iter, offset)
             inner = dict(m)
-            if plan.first_carried:  # a for loop: its induction variable
+            if plan.iv is not None:  # a for loop: its induction variable
                 assert tape.start is not None and tape.step is not None
-                inner[body.args[0]] = self.op("add", tape.start, self.op("mul", k_iter, tape.step))
+                inner[plan.iv] = self.op("add", tape.start, self.op("mul", k_iter, tape.step))
             self.restore_snapshots(snapshots, m, slot)
             for k, a in enumerate(carried):
                 if a in storage:
@@ -401,19 +405,20 @@ class ReverseSweep(AdjointEmitter):
 
     def _reverse_parallel_for(self, op: Operation, m: dict[Value, Value],
                               tape: ReductionTape | None) -> None:
-        ndim = op.attrs["ndim"]
+        loop = ParallelForOp(op)
+        ndim = loop.ndim
         kinds = op.attrs["reductions"]
-        body = op.regions[0]
+        body = loop.body
         free = [v for v in free_values(op.regions) if v in self.varied]
-        extents = [m.get(v, v) for v in op.operands[:ndim]]
+        extents = [m.get(v, v) for v in loop.extents]
         winners = tape.winners if tape is not None else {}
         seeds = {k: self.adj[r] for k, r in enumerate(op.results) if r in self.adj}
-        new_body = Block([Value(_INDEX, a.name_hint) for a in body.args[:ndim]]
+        new_body = Block([Value(_INDEX, a.name_hint) for a in loop.ivs]
                          + [Value(f.type, f"d_{f.name_hint}") for f in free])
         with self.b.at(new_body), self.scope():
             inner = dict(m)
-            inner.update(zip(body.args[:ndim], new_body.args[:ndim]))
-            for k, arg in enumerate(body.args[ndim:]):
+            inner.update(zip(loop.ivs, new_body.args[:ndim]))
+            for k, arg in enumerate(loop.partials):
                 inner[arg] = self.reduction_identity(kinds[k], arg.type)
             for f, arg in zip(free, new_body.args[ndim:]):
                 self.adj[f] = arg
@@ -443,7 +448,7 @@ class ReverseSweep(AdjointEmitter):
         for f, r in zip(free, new.results):
             self.adj[f] = r
         for k, g in seeds.items():
-            init = op.operands[ndim + k]
+            init = loop.inits[k]
             if k in winners:
                 g = self.op("select", winners[k][1], g, self.zero(g.type))
             self.accumulate(init, g)
