@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kdsl.runtime.timings import stage
+from kdsl.timings import stage
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {}

@@ -72,20 +72,30 @@ def _axis_source(kind: str, ndim: int, axis: int) -> str:
     ]) + "\n"
 
 
+class GeneratedFunc:
+    """A func the frontend writes itself; kernels call it as they call a ``kd.func``
+    (which the frontend knows by ``__kdsl_func__`` and ``py_function``)."""
+
+    __kdsl_func__ = True
+    custom_gradient = None
+
+    def __init__(self, fn: Any) -> None:
+        self.py_function = fn
+
+
 @functools.cache
 def _generated_func(kind: str, ndim: int, axis: int | None) -> Any:
     """The func for these parameters, compiled from generated source that the frontend
     reads back through ``linecache`` as it reads any func."""
-    import kdsl
-    from kdsl.runtime.kernel import Func
+    from kdsl import builtins
 
     source = _whole_source(kind, ndim) if axis is None else _axis_source(kind, ndim, axis)
     filename = f"<kdsl {kind} {ndim}d {axis}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, Any] = {"kd": kdsl}
+    namespace: dict[str, Any] = {"kd": builtins}
     exec(compile(ast.parse(source), filename, "exec"), namespace)  # noqa: S102
     name = next(k for k in namespace if k.startswith(kind))
-    return Func(namespace[name])
+    return GeneratedFunc(namespace[name])
 
 
 def _arg_extreme(kind: str) -> Any:

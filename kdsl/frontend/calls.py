@@ -20,7 +20,6 @@ from kdsl.frontend.tensors import is_array, reduction_arguments
 from kdsl.frontend.values import Static, TupleValue, VectorMethod
 from kdsl.ir.core import Value
 from kdsl.ir.math_builtins import MATH_FUNCTIONS, math_module_function, numpy_functions
-from kdsl.runtime import arrays
 
 if TYPE_CHECKING:
     from kdsl.frontend.function import FunctionLowering
@@ -345,14 +344,25 @@ _REDUCERS = (kb.sum, kb.mean, kb.min, kb.max, np.sum, np.mean, np.min, np.max, n
 
 # --- new arrays ----------------------------------------------------------------------
 
-_ALLOCATORS: dict[Any, tuple[str, Any]] = {
-    arrays.zeros: ("zeros", T.f32), arrays.ones: ("ones", T.f32),
-    arrays.empty: ("empty", T.f32), arrays.full: ("full", T.f32),
-    np.zeros: ("zeros", T.f64), np.ones: ("ones", T.f64),
-    np.empty: ("empty", T.f64), np.full: ("full", T.f64),
+_NUMPY_ALLOCATORS: dict[Any, str] = {
+    np.zeros: "zeros", np.ones: "ones", np.empty: "empty", np.full: "full",
+    np.zeros_like: "zeros_like", np.ones_like: "ones_like", np.empty_like: "empty_like",
 }
-_LIKE = {arrays.zeros_like: "zeros", np.zeros_like: "zeros", np.ones_like: "ones",
-         np.empty_like: "empty"}
+# kdsl's own allocators (kdsl/runtime/arrays.py) carry their kind in ``__kdsl_allocator__``
+_DEFAULT_DTYPE = {"numpy": T.f64, "kdsl": T.f32}
+
+
+def _allocator_kind(fn: Any) -> tuple[str, Any] | None:
+    """``("zeros", default dtype)`` for ``kd.zeros``/``np.zeros`` and friends (``"zeros_like"``
+    and so on for the ``_like`` forms), None for anything else."""
+    mark = getattr(fn, "__kdsl_allocator__", None)
+    if isinstance(mark, str):
+        return mark, _DEFAULT_DTYPE["kdsl"]
+    try:
+        kind = _NUMPY_ALLOCATORS.get(fn)
+    except TypeError:  # unhashable
+        return None
+    return None if kind is None else (kind, _DEFAULT_DTYPE["numpy"])
 
 
 def _allocate(lo: FunctionLowering, node: ast.Call) -> Value:
@@ -370,8 +380,9 @@ def _allocate(lo: FunctionLowering, node: ast.Call) -> Value:
         if not (isinstance(d, Static) and d.obj == "cpu"):
             lo.error("arrays made in a kernel live on the kernel's device; only 'cpu' here", node)
     positional = list(node.args)
-    if fn in _LIKE:
-        fill = _LIKE[fn]
+    kind, default = _allocator_kind(fn) or ("", None)
+    if kind.endswith("_like"):
+        fill = kind.removesuffix("_like")
         if len(positional) != 1:
             lo.error("zeros_like() takes one array", node)
         like = lo.value(positional[0])
@@ -382,7 +393,7 @@ def _allocate(lo: FunctionLowering, node: ast.Call) -> Value:
         if "dtype" in keywords:
             dtype = _dtype(lo, keywords.pop("dtype"), node)
         return _new_array(lo, node, dims, dtype, fill, None)
-    fill, default = _ALLOCATORS[fn]
+    fill = kind
     names = ["shape", "fill_value", "dtype"] if fill == "full" else ["shape", "dtype"]
     given = dict(zip(names, positional))
     for name, value in keywords.items():
@@ -433,11 +444,7 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
     fn = callee.obj
     if isinstance(fn, VectorMethod):  # v.norm(), m.trace()
         return call_method(lo, node, fn, [lo.expr(a) for a in node.args])
-    try:
-        allocator = fn in _ALLOCATORS or fn in _LIKE
-    except TypeError:
-        allocator = False
-    if allocator:
+    if _allocator_kind(fn) is not None:
         return _allocate(lo, node)
     if any(fn is r for r in _REDUCERS):  # reductions take axis= and keepdims=
         args = [lo.expr(a) for a in node.args]

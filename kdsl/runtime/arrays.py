@@ -9,6 +9,7 @@ always explicit (``.numpy()``, ``.to()``, ``kd.array``), and CUDA arrays of othe
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -30,11 +31,14 @@ def _check_device(device: Any) -> str:
     raise ValueError(f"unknown device {device!r}; expected 'cpu' or 'cuda'")
 
 
-def _cuda() -> Any:
-    """The CUDA array module (imported on first use; it never imports cuda-python)."""
-    from kdsl.runtime.cuda import device_array
+# the array module of each device other than the CPU, imported on first use: the CPU
+# array is the base class of the others and never imports them by name
+_DEVICE_MODULES = {"cuda": "kdsl.runtime.cuda.device_array"}
 
-    return device_array
+
+def _cuda() -> Any:
+    """The CUDA array module (it never imports cuda-python)."""
+    return importlib.import_module(_DEVICE_MODULES["cuda"])
 
 
 def _as_cuda_array(obj: Any) -> Any:
@@ -263,3 +267,10 @@ def from_dlpack(obj: Any) -> DeviceArray:
     """A kdsl array sharing the memory of a DLPack producer (``__dlpack__`` and
     ``__dlpack_device__``): a CPU array for host tensors, a CUDA array for CUDA ones."""
     return _cuda().from_dlpack(obj)  # type: ignore[no-any-return]
+
+
+# how kernels recognise the allocators (kdsl/frontend/calls.py), without importing this module
+_ALLOCATOR_KINDS: tuple[tuple[Any, str], ...] = (
+    (empty, "empty"), (zeros, "zeros"), (ones, "ones"), (full, "full"), (zeros_like, "zeros_like"))
+for _allocator, _kind in _ALLOCATOR_KINDS:
+    _allocator.__kdsl_allocator__ = _kind

@@ -26,7 +26,7 @@ from kdsl.runtime.arguments import (
 from kdsl.runtime.ndarray_layout import ndarray_offsets
 from kdsl.runtime.options import BuildOptions
 from kdsl.runtime.symbols import ALLOCATIONS
-from kdsl.runtime.timings import stage
+from kdsl.timings import stage
 
 if TYPE_CHECKING:  # the compiler proper is imported on a cache miss only
     from kdsl.codegen.emit_kernel import CodegenOptions

@@ -202,8 +202,8 @@ class Kernel:
     def _specialise(self, args: tuple, key: Any) -> CompiledKernel | CudaCompiledKernel:
         from kdsl.frontend.dependencies import scan_dependencies
         from kdsl.runtime.compiler import compile_kernel
-        from kdsl.runtime.timings import compile_report
-        from kdsl.runtime.timings import stage as timed
+        from kdsl.timings import compile_report
+        from kdsl.timings import stage as timed
 
         params = self.parameters(args)
         on_device = [p.name for p in params if p.passing == "device"]

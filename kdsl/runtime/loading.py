@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kdsl.runtime import cache
-from kdsl.runtime.timings import stage
+from kdsl.timings import stage
 
 if TYPE_CHECKING:
     from kdsl.codegen.native_code import LoadedCode
