@@ -82,6 +82,8 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
                              "with kd.array(data, device='cuda')")
         self._data = data
         self.device = "cpu"
+        self.requires_grad = False
+        self.grad: DeviceArray | None = None  # filled by kd.Tape.backward
 
     def __kdsl_array__(self) -> np.ndarray:
         return self._data
@@ -148,11 +150,28 @@ def _check_trailing(data: Any, dtype: Any, trailing: tuple[int, ...]) -> None:
         raise ValueError(f"an array of {dtype} needs trailing axes {trailing}, got shape {data.shape}")
 
 
-def array(obj: Any, dtype: Any = None, device: str | None = None) -> DeviceArray:
+def requiring_grad(a: DeviceArray, requires_grad: bool) -> DeviceArray:
+    """``a``, marked for ``kd.Tape`` to fill its ``.grad`` (floating-point arrays only)."""
+    if requires_grad:
+        if np.dtype(a.dtype).kind != "f":
+            raise TypeError(f"requires_grad=True needs a floating-point array, got {a.dtype}: "
+                            "gradients are taken with respect to floating-point values only")
+        a.requires_grad = True
+    return a
+
+
+def array(obj: Any, dtype: Any = None, device: str | None = None,
+          requires_grad: bool = False) -> DeviceArray:
     """A kdsl array of ``obj``'s data on ``device`` (default: where ``obj`` is, else the
     CPU). Host data is copied; data already in CUDA memory (a CUDA array of kdsl, CuPy,
     PyTorch, Numba... through ``__cuda_array_interface__`` or DLPack) is shared when it
-    stays on CUDA with the same dtype."""
+    stays on CUDA with the same dtype. ``requires_grad=True``: ``kd.Tape`` fills its
+    ``.grad`` (a new array object when ``obj`` is a kdsl array, sharing its memory)."""
+    if requires_grad:
+        made = array(obj, dtype, device)
+        if made is obj:  # a view of the same memory: the flag is the new object's own
+            made = _same_memory(made)
+        return requiring_grad(made, True)
     on_cuda = _as_cuda_array(obj)
     if device is None:
         device = "cpu" if on_cuda is None else "cuda"
@@ -166,6 +185,13 @@ def array(obj: Any, dtype: Any = None, device: str | None = None) -> DeviceArray
     data = np.array(obj, dtype=np_dtype)
     _check_trailing(data, dtype, trailing)
     return DeviceArray(data, device)
+
+
+def _same_memory(a: DeviceArray) -> DeviceArray:
+    if a.device == "cuda":
+        return _cuda().CudaArray.from_pointer(a.ptr, a.shape, a.strides, a.dtype,  # type: ignore[attr-defined]
+                                              owner=a)
+    return DeviceArray(a.numpy(), "cpu")
 
 
 def _cuda_array(obj: Any, on_cuda: Any, dtype: Any) -> DeviceArray:
@@ -208,36 +234,61 @@ def _filled_cuda(shape: tuple[int, ...], np_dtype: np.dtype, fill: Any) -> Devic
     return CudaArray.from_host(np.full(shape, fill, dtype=np_dtype))  # type: ignore[no-any-return]
 
 
-def empty(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
+def empty(shape: Any, dtype: Any = T.f32, device: str = "cpu",
+          requires_grad: bool = False) -> DeviceArray:
+    return requiring_grad(_empty(shape, dtype, device), requires_grad)
+
+
+def _empty(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
     np_dtype, trailing = _numpy_dtype(dtype)
     if _check_device(device) == "cuda":
         return _filled_cuda(_shape(shape) + trailing, np_dtype, None)
     return DeviceArray(np.empty(_shape(shape) + trailing, dtype=np_dtype), device)
 
 
-def zeros(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
+def zeros(shape: Any, dtype: Any = T.f32, device: str = "cpu",
+          requires_grad: bool = False) -> DeviceArray:
+    return requiring_grad(_zeros(shape, dtype, device), requires_grad)
+
+
+def _zeros(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
     np_dtype, trailing = _numpy_dtype(dtype)
     if _check_device(device) == "cuda":
         return _filled_cuda(_shape(shape) + trailing, np_dtype, 0)
     return DeviceArray(np.zeros(_shape(shape) + trailing, dtype=np_dtype), device)
 
 
-def ones(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
+def ones(shape: Any, dtype: Any = T.f32, device: str = "cpu",
+         requires_grad: bool = False) -> DeviceArray:
+    return requiring_grad(_ones(shape, dtype, device), requires_grad)
+
+
+def _ones(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
     np_dtype, trailing = _numpy_dtype(dtype)
     if _check_device(device) == "cuda":
         return _filled_cuda(_shape(shape) + trailing, np_dtype, 1)
     return DeviceArray(np.ones(_shape(shape) + trailing, dtype=np_dtype), device)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
+def full(shape: Any, fill_value: Any, dtype: Any = T.f32, device: str = "cpu",
+         requires_grad: bool = False) -> DeviceArray:
+    return requiring_grad(_full(shape, fill_value, dtype, device), requires_grad)
+
+
+def _full(shape: Any, fill_value: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
     np_dtype, trailing = _numpy_dtype(dtype)
     if _check_device(device) == "cuda":
         return _filled_cuda(_shape(shape) + trailing, np_dtype, fill_value)
     return DeviceArray(np.full(_shape(shape) + trailing, fill_value, dtype=np_dtype), device)
 
 
-def zeros_like(a: Any, dtype: Any = None, device: str | None = None) -> DeviceArray:
+def zeros_like(a: Any, dtype: Any = None, device: str | None = None,
+               requires_grad: bool = False) -> DeviceArray:
     """Zeros of ``a``'s shape (and dtype, unless given) on ``device`` (default: ``a``'s)."""
+    return requiring_grad(_zeros_like(a, dtype, device), requires_grad)
+
+
+def _zeros_like(a: Any, dtype: Any = None, device: str | None = None) -> DeviceArray:
     on_cuda = _as_cuda_array(a)
     if on_cuda is None and _check_device(device or "cpu") == "cpu":
         data = a.numpy() if isinstance(a, DeviceArray) else np.asarray(a)

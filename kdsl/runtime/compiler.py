@@ -60,18 +60,18 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
     if options.gradient is not None:  # the adjoint arrays follow the kernel's own parameters
         from kdsl.runtime.gradient import primal_parameters
 
-        primal = primal_parameters(params, options.gradient)
+        primal = primal_parameters(params, options.gradient, options.vjp)
     with stage("frontend"):
         function, context, results = lower_kernel(fn, variable_types(primal), options.debug)
     module = Module(function, {f.name: f for f in context.funcs.values()})
     with stage("passes"):
         run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath,
-                                         gradient=options.gradient),
+                                         gradient=options.gradient, vjp=options.vjp),
                      stop_after=stop_after)
     if options.gradient is not None:
         from kdsl.runtime.gradient import gradient_results
 
-        results = gradient_results(results, primal, options.gradient)
+        results = gradient_results(results, primal, options.gradient, options.vjp)
     return module, results
 
 

@@ -23,8 +23,12 @@ def _is_array(p: Parameter) -> bool:
     return isinstance(p.type, T.ArrayType)
 
 
-def primal_parameters(params: list[Parameter], argnums: Sequence[int]) -> list[Parameter]:
-    """The kernel's own parameters of a gradient kernel's (the adjoint arrays follow)."""
+def primal_parameters(params: list[Parameter], argnums: Sequence[int],
+                      vjp: bool = False) -> list[Parameter]:
+    """The kernel's own parameters of a gradient kernel's (the adjoint arrays follow, then,
+    for a vector-Jacobian product, the adjoint of the kernel's value)."""
+    if vjp:
+        params = params[:-1]
     extra = 0
     while True:  # the adjoints are one per differentiated array among the first ones
         primal = params[:len(params) - extra]
@@ -35,12 +39,13 @@ def primal_parameters(params: list[Parameter], argnums: Sequence[int]) -> list[P
 
 
 def gradient_results(results: list[VariableType], primal: list[Parameter],
-                     argnums: Sequence[int]) -> list[VariableType]:
-    """What a gradient kernel returns: the kernel's value, one adjoint per differentiated
-    scalar argument, then the peak bytes kept for the reverse sweep."""
+                     argnums: Sequence[int], vjp: bool = False) -> list[VariableType]:
+    """What a gradient kernel returns: the kernel's value (not for a vector-Jacobian
+    product), one adjoint per differentiated scalar argument, then the peak bytes kept for
+    the reverse sweep."""
     from kdsl.frontend.scope import VariableType
 
-    return list(results[:1]) + [VariableType(primal[k].type, primal[k].weak)
+    return list(results[:0 if vjp else 1]) + [VariableType(primal[k].type, primal[k].weak)
                                 for k in argnums if not _is_array(primal[k])] + [
         VariableType(T.i64, False)]
 

@@ -125,6 +125,17 @@ class Kernel:
             self._fast = self._fast_call(compiled, key)
         return result
 
+    def specialisation(self, args: tuple) -> CompiledKernel | CudaCompiledKernel:
+        """The specialisation a call with ``args`` runs (compiled if need be)."""
+        hidden = self._hidden if self._hidden is not None else self._find_hidden()
+        if hidden:
+            args = (*args, *hidden.read(self.__name__, new_call=False))
+        key = tuple(map(argument_key, args))
+        compiled = self._specialisations.get(key)
+        if compiled is None or not compiled.deps.unchanged():
+            compiled = self._specialise(args, key)
+        return compiled
+
     def _fast_call(self, compiled: CompiledKernel | CudaCompiledKernel, key: Any) -> FastCall | None:
         """The compiled call path of a CPU specialisation called from Python before (built
         on its second call: one-off calls never pay for it)."""

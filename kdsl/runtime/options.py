@@ -8,8 +8,10 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class BuildOptions:
     """``debug``: bounds checks and asserts; ``fastmath``: reassociation and contraction;
-    ``gradient``: compile the gradient with respect to these arguments (kd.grad)."""
+    ``gradient``: compile the gradient with respect to these arguments (kd.grad);
+    ``vjp``: as its vector-Jacobian product instead (kd.Tape)."""
 
     debug: bool = False
     fastmath: bool = True
     gradient: tuple[int, ...] | None = None
+    vjp: bool = False

@@ -12,6 +12,10 @@ def run(module: Module, options: Any = None) -> None:
     from kdsl.ir.autodiff.gradient import GradientSpec, differentiate, strip_stop_gradients
 
     argnums = getattr(options, "gradient", None)
-    if argnums is not None:
+    if argnums is not None and getattr(options, "vjp", False):
+        from kdsl.ir.autodiff.vjp import vector_jacobian_product
+
+        vector_jacobian_product(module, tuple(argnums))
+    elif argnums is not None:
         differentiate(module, GradientSpec(tuple(argnums)))
     strip_stop_gradients(module)

@@ -29,6 +29,7 @@ class PassOptions:
     debug: bool = False
     fastmath: bool = True
     gradient: tuple[int, ...] | None = None  # differentiate w.r.t. these arguments
+    vjp: bool = False  # as a vector-Jacobian product (kdsl/ir/autodiff/vjp.py)
 
 
 def always(options: PassOptions) -> bool:

@@ -84,6 +84,8 @@ class CudaArray(DeviceArray):
         self._dtype = dt
         self._base = owner
         self.device = "cuda"
+        self.requires_grad = False
+        self.grad: DeviceArray | None = None  # filled by kd.Tape.backward
 
     # --- construction ---------------------------------------------------------------
 

@@ -1,0 +1,310 @@
+"""``kd.Tape``: gradients across kernel calls.
+
+Under ``with kd.Tape() as tape:`` every kernel call is recorded with the arrays it was
+given; before a call writes arrays, the tape copies them (a snapshot: the arrays as the
+call found them). ``tape.backward(loss)`` walks the calls last to first and runs each
+one's vector-Jacobian product (kdsl/ir/autodiff/vjp.py) on the arrays as that call saw
+them (the snapshots, never the user's arrays, which keep their final values), passing
+adjoint arrays from call to call. What reaches the arrays made with
+``requires_grad=True`` is added into their ``.grad``.
+
+Which calls need a gradient follows the data: an array is *active* when it requires a
+gradient or an active call wrote it; a call is active when one of its floating-point
+arguments is active (or is a scalar an active call returned under the tape), and then
+every floating-point array it writes becomes active.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from kdsl import types as T
+from kdsl.runtime.kernel import Kernel
+
+_PLAIN_CALL = Kernel.__call__
+_RECORDING: list[Tape] = []
+
+
+class TapeScalar(float):
+    """A float a kernel returned under a tape from active arguments: ``tape.backward``
+    takes it as the loss, and later calls under the tape that take it pass gradients
+    back to the call that returned it."""
+
+    tape: Tape
+    call: int
+
+    def __new__(cls, value: float, tape: Tape, call: int) -> TapeScalar:
+        made = super().__new__(cls, value)
+        made.tape = tape
+        made.call = call
+        return made
+
+
+@dataclass
+class _Call:
+    """One recorded kernel call."""
+
+    kernel: Kernel
+    args: tuple  # as given (TapeScalars included)
+    argnums: tuple[int, ...]  # the arguments differentiated; () for a call with no gradient
+    written: tuple[int, ...]  # the positions of the arrays it writes
+    snapshots: dict[int, Any] = field(default_factory=dict)  # id(array) -> copy before
+
+
+def _recording_call(kernel: Kernel, *args: Any) -> Any:
+    """``Kernel.__call__`` while a tape records (installed by ``Tape.__enter__``, so that
+    calls outside tapes pay nothing)."""
+    from kdsl.runtime.gradient import GradientKernel
+
+    tape = _RECORDING[-1] if _RECORDING else None
+    if tape is None or tape._busy or isinstance(kernel, GradientKernel):
+        return _PLAIN_CALL(kernel, *args)
+    return tape._record(kernel, args)
+
+
+def _is_array(a: Any) -> bool:
+    return isinstance(a, np.ndarray) or hasattr(a, "__kdsl_array__")
+
+
+def _is_float_parameter(p: Any) -> bool:
+    t = p.type.dtype if isinstance(p.type, T.ArrayType) else p.type
+    return bool(T.element_scalar(t).is_float)
+
+
+def _copy(a: Any) -> Any:
+    """A copy of an array on its device, to pass to kernels in its place."""
+    if isinstance(a, np.ndarray):
+        return a.copy()
+    if getattr(a, "device", "cpu") == "cuda":
+        return a.copy()
+    return np.array(a.numpy(), copy=True)
+
+
+def _zeros_like(a: Any) -> Any:
+    if getattr(a, "device", "cpu") == "cuda":
+        from kdsl.runtime.arrays import zeros_like
+
+        return zeros_like(a)
+    data = a if isinstance(a, np.ndarray) else a.numpy()
+    return np.zeros(data.shape, data.dtype)
+
+
+def _ones_like(a: Any) -> Any:
+    if getattr(a, "device", "cpu") == "cuda":
+        from kdsl.runtime.arrays import ones
+
+        return ones(a.shape, a.dtype, "cuda")
+    data = a if isinstance(a, np.ndarray) else a.numpy()
+    return np.ones(data.shape, data.dtype)
+
+
+def _nbytes(a: Any) -> int:
+    return int(a.nbytes)
+
+
+class Tape:
+    """Records kernel calls under ``with kd.Tape() as tape:``; ``tape.backward(loss)``
+    adds the gradient of ``loss`` into the ``.grad`` of every array made with
+    ``requires_grad=True`` that the recorded calls used."""
+
+    def __init__(self) -> None:
+        self._calls: list[_Call] = []
+        self._active: set[int] = set()  # ids of the active arrays (see the module's doc)
+        self._leaves: dict[int, Any] = {}  # the arrays with requires_grad=True, by id
+        self._busy = False
+        self.memory_bytes = 0
+        """Bytes the tape holds in copies of the arrays the recorded calls overwrote."""
+        self.saved_bytes = 0
+        """The largest storage a call's reverse sweep kept in the last ``backward``."""
+
+    # --- recording ----------------------------------------------------------------------
+
+    def __enter__(self) -> Tape:
+        if not _RECORDING:
+            Kernel.__call__ = _recording_call  # type: ignore[method-assign,assignment]
+        _RECORDING.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _RECORDING.remove(self)
+        if not _RECORDING:
+            Kernel.__call__ = _PLAIN_CALL  # type: ignore[method-assign]
+
+    def _is_active(self, a: Any) -> bool:
+        if isinstance(a, TapeScalar):
+            return a.tape is self
+        if id(a) in self._active:
+            return True
+        if getattr(a, "requires_grad", False):
+            self._active.add(id(a))
+            self._leaves[id(a)] = a
+            return True
+        return False
+
+    def _record(self, kernel: Kernel, args: tuple) -> Any:
+        plain = tuple(float(a) if isinstance(a, TapeScalar) else a for a in args)
+        self._busy = True
+        try:
+            compiled = kernel.specialisation(plain)
+        finally:
+            self._busy = False
+        params = compiled.params[:len(args)]
+        written_all = compiled.meta["written"] if hasattr(compiled, "meta") else compiled.written
+        written = tuple(k for k in written_all if k < len(args))
+        floats = [k for k, p in enumerate(params) if _is_float_parameter(p)]
+        active = [k for k in floats if self._is_active(args[k])]
+        argnums: tuple[int, ...] = ()
+        if active:
+            argnums = tuple(sorted(set(active) | {k for k in written if k in floats}))
+            if kernel.uses_random() or len(compiled.params) > len(args):
+                raise TypeError(
+                    f"kd.Tape cannot differentiate {kernel.__name__}: it reads arrays from "
+                    "globals or closures or draws random numbers; pass its arrays as arguments")
+        if not argnums and not self._calls:  # nothing recorded yet needs this call's state
+            return _PLAIN_CALL(kernel, *plain)
+        call = _Call(kernel, args, argnums, written)
+        for k in written:
+            a = args[k]
+            if id(a) not in call.snapshots:
+                call.snapshots[id(a)] = _copy(a)
+                self.memory_bytes += _nbytes(a)
+        result = _PLAIN_CALL(kernel, *plain)
+        for k in argnums:
+            if _is_array(args[k]):
+                self._active.add(id(args[k]))
+        self._calls.append(call)
+        if argnums and isinstance(result, (float, np.floating)):
+            return TapeScalar(float(result), self, len(self._calls) - 1)
+        return result
+
+    # --- the way back -------------------------------------------------------------------
+
+    def _seed(self, loss: Any) -> tuple[dict[int, Any], dict[int, float]]:
+        """The adjoints the walk starts from: of an array (by id), or of a call's value."""
+        if isinstance(loss, TapeScalar):
+            if loss.tape is not self:
+                raise ValueError("tape.backward: the loss was returned under another tape")
+            return {}, {loss.call: 1.0}
+        if _is_array(loss):
+            if int(np.prod(loss.shape)) != 1:
+                raise ValueError("tape.backward: the loss must be a scalar or a one-element "
+                                 f"array, got an array of shape {tuple(loss.shape)}")
+            if np.dtype(loss.dtype).kind != "f":
+                raise TypeError("tape.backward: the loss must be floating-point, got an array "
+                                f"of {loss.dtype}")
+            if id(loss) not in self._active:
+                raise ValueError("tape.backward: no recorded call wrote the loss array from "
+                                 "arrays with requires_grad=True")
+            return {id(loss): _ones_like(loss)}, {}
+        if isinstance(loss, (float, int, np.number)):
+            raise ValueError(
+                f"tape.backward: the loss {loss!r} is not a scalar a kernel returned under this "
+                "tape from arrays with requires_grad=True (nor a one-element array)")
+        raise TypeError(f"tape.backward: the loss must be a scalar a kernel returned under "
+                        f"the tape or a one-element array, got {type(loss).__name__}")
+
+    def backward(self, loss: Any) -> None:
+        """Adds the gradient of ``loss`` (a scalar a kernel returned under this tape, or a
+        one-element array a recorded call wrote) with respect to the value each
+        ``requires_grad=True`` array had when the tape first saw it into its ``.grad``."""
+        if not self._leaves:
+            raise ValueError("tape.backward: no array the tape recorded has requires_grad=True; "
+                             "make the parameters with kd.array(..., requires_grad=True)")
+        adjoints, scalar_adjoints = self._seed(loss)
+        versions: dict[int, Any] = {}  # id -> the array's value at the point of the walk
+        self.saved_bytes = 0
+        self._busy = True
+        try:
+            for index in reversed(range(len(self._calls))):
+                call = self._calls[index]
+                seed = scalar_adjoints.get(index, 0.0)
+                if call.argnums and (seed != 0.0 or any(
+                        id(call.args[k]) in adjoints for k in call.written)):
+                    self._reverse(call, versions, adjoints, scalar_adjoints, seed)
+                versions.update(call.snapshots)
+        finally:
+            self._busy = False
+        for key, leaf in self._leaves.items():
+            found = adjoints.get(key)
+            if found is not None:
+                _add_gradient(leaf, found)
+
+    def _reverse(self, call: _Call, versions: dict[int, Any], adjoints: dict[int, Any],
+                 scalar_adjoints: dict[int, float], seed: float) -> None:
+        from kdsl.runtime.vjp_kernel import vjp_kernel
+
+        args = []
+        for a in call.args:
+            if isinstance(a, TapeScalar):
+                args.append(float(a))
+            elif _is_array(a):
+                args.append(call.snapshots.get(id(a), versions.get(id(a), a)))
+            else:
+                args.append(a)
+        adjoint_arrays = []
+        for k in call.argnums:
+            a = call.args[k]
+            if _is_array(a):
+                if id(a) not in adjoints:
+                    adjoints[id(a)] = _zeros_like(a)
+                adjoint_arrays.append(adjoints[id(a)])
+        *scalars, saved = vjp_kernel(call.kernel, call.argnums)(*args, *adjoint_arrays, seed)
+        self.saved_bytes = max(self.saved_bytes, int(saved))
+        scalar_positions = [k for k in call.argnums if not _is_array(call.args[k])]
+        for k, g in zip(scalar_positions, scalars):
+            source = call.args[k]
+            if isinstance(source, TapeScalar):
+                scalar_adjoints[source.call] = scalar_adjoints.get(source.call, 0.0) + float(g)
+
+    def zero(self) -> None:
+        """Sets the ``.grad`` of every ``requires_grad=True`` array the tape saw to zero."""
+        for leaf in self._leaves.values():
+            if leaf.grad is not None:
+                _fill_zero(leaf.grad)
+
+    def reset(self) -> None:
+        """Forgets the recorded calls and the copies kept for them (``.grad`` stays)."""
+        self._calls.clear()
+        self._active.clear()
+        self._leaves.clear()
+        self.memory_bytes = 0
+
+    Scalar = TapeScalar
+
+    def __repr__(self) -> str:
+        return f"<kd.Tape of {len(self._calls)} calls, {self.memory_bytes} bytes kept>"
+
+
+def _fill_zero(a: Any) -> None:
+    if getattr(a, "device", "cpu") == "cuda":
+        from kdsl.runtime.cuda.driver import get_driver
+
+        get_driver().memset(a.ptr, a.nbytes, 0)
+    else:
+        a.numpy()[...] = 0
+
+
+def _add_gradient(leaf: Any, adjoint: Any) -> None:
+    """``leaf.grad += adjoint`` (``leaf.grad`` made on first use)."""
+    from kdsl.runtime.arrays import DeviceArray
+
+    if leaf.grad is None:
+        leaf.grad = adjoint if getattr(leaf, "device", "cpu") == "cuda" else DeviceArray(adjoint)
+        return
+    if getattr(leaf, "device", "cpu") == "cuda":
+        _add_on_device(leaf.grad, adjoint)
+    else:
+        leaf.grad.numpy()[...] += adjoint
+
+
+def _add_on_device(target: Any, source: Any) -> None:
+    """``target += source`` for CUDA arrays (through the host: once per ``backward``)."""
+    from kdsl.runtime.cuda.driver import get_driver
+
+    if not target.flags_c_contiguous:
+        raise ValueError("tape.backward: the .grad of a CUDA array must be contiguous")
+    total = np.ascontiguousarray(target.numpy() + source.numpy())
+    get_driver().copy_to_device(target.ptr, total)
