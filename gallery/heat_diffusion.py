@@ -14,6 +14,7 @@ The picture is made by a kernel too: a blue-white-red heat map normalised by ``m
     python gallery/heat_diffusion.py                  # 512 x 512
     python gallery/heat_diffusion.py --small          # a few seconds
     python gallery/heat_diffusion.py --size 1024 --output heat.png
+    mpiexec -n 4 python gallery/heat_diffusion.py --distributed   # over 4 MPI ranks
 """
 
 import argparse
@@ -207,6 +208,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help="where the arrays live and the kernels run")
     parser.add_argument("--small", action="store_true", help="a quick run on a 128 x 128 grid")
+    parser.add_argument("--distributed", action="store_true",
+                        help="split the plate over MPI ranks (run under mpiexec; needs mpi4py)")
     args = parser.parse_args(argv)
     if args.small:
         args.size = 128
@@ -215,6 +218,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.distributed:
+        from mpi_runs.heat_diffusion import run_distributed
+
+        return run_distributed(args)
     n = args.size
     kind = np.zeros((n, n), np.uint8)
     u = np.zeros((n, n), np.float32)

@@ -1,0 +1,226 @@
+"""Run under ``mpiexec -n N``: checks kdsl.distributed on N ranks against one-process
+references (computed on rank 0) and prints ``all checks passed on N ranks``.
+
+Each check raises AssertionError on a mismatch; the abort hook then ends the job with a
+non-zero status.
+"""
+
+import itertools
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import kdsl as kd
+import kdsl.distributed as kdd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "gallery"))
+
+import heat_diffusion as heat  # noqa: E402
+import lennard_jones as lj  # noqa: E402
+from mpi_runs import heat_diffusion as heat_mpi  # noqa: E402
+from mpi_runs import lennard_jones as lj_mpi  # noqa: E402
+
+WORLD = kdd.mpi().COMM_WORLD
+RANK, SIZE = WORLD.Get_rank(), WORLD.Get_size()
+
+
+def padded_reference(field: np.ndarray, grid: kdd.Grid) -> np.ndarray:
+    """What a local array holds after a halo exchange: the global field padded by the
+    ghost width (wrapped on periodic axes, zero at closed edges), cut to this block."""
+    g = grid.ghost
+    padded = field
+    for axis in range(grid.ndim):
+        pad = [(0, 0)] * field.ndim
+        pad[axis] = (g, g)
+        padded = np.pad(padded, pad, mode="wrap" if grid.periodic[axis] else "constant")
+    return padded[tuple(slice(s.start, s.stop + 2 * g) for s in grid.local_slices)]
+
+
+def check_halo_exchange() -> None:
+    rng = np.random.default_rng(3)
+    cases = [((13,), True), ((11,), False), ((10, 9), True), ((9, 12), False),
+             ((10, 9), (False, True)), ((6, 7, 5), (True, False, True)), ((6, 6, 8), False)]
+    for (shape, periodic), ghost, dtype in itertools.product(cases, (1, 2),
+                                                              (np.float32, kd.vec2)):
+        grid = kdd.Grid(shape, ghost=ghost, periodic=periodic)
+        trailing = () if dtype is np.float32 else (2,)
+        field = rng.normal(size=shape + trailing).astype(np.float32) + 2.0    # never zero
+        expected = padded_reference(field, grid)
+        contiguous = grid.zeros(dtype)
+        contiguous[grid.interior] = field[grid.local_slices]
+        grid.halo_exchange(contiguous)
+        grid.halo_exchange(contiguous)          # the persistent requests, reused
+        assert np.array_equal(contiguous, expected), (shape, periodic, ghost)
+        # a strided array (Fortran order) goes through the packed path
+        strided = np.asfortranarray(np.zeros_like(contiguous))
+        strided[grid.interior] = field[grid.local_slices]
+        grid.halo_exchange(strided)
+        assert np.array_equal(strided, expected), (shape, periodic, ghost, "strided")
+        gathered = grid.gather(contiguous)
+        if RANK == 0:
+            assert np.array_equal(gathered, field)
+        else:
+            assert gathered is None
+        scattered = grid.scatter(field if RANK == 0 else None)
+        assert np.array_equal(scattered[grid.interior], field[grid.local_slices])
+
+
+def check_width_one_of_two() -> None:
+    grid = kdd.Grid((12, 10), ghost=2, periodic=True)
+    field = np.arange(120, dtype=np.float64).reshape(12, 10) + 1.0
+    a = grid.full(-1.0, np.float64)
+    a[grid.interior] = field[grid.local_slices]
+    grid.halo_exchange(a, width=1)
+    expected = padded_reference(field, grid)
+    inner = (slice(1, -1), slice(1, -1))
+    assert np.array_equal(a[inner], expected[inner])
+    # the outermost layer is untouched (only its corners inside the inner ring moved)
+    assert np.all(a[0, :] == -1.0) and np.all(a[-1, :] == -1.0)
+
+
+def check_reductions() -> None:
+    assert kdd.allreduce(RANK + 1) == SIZE * (SIZE + 1) // 2
+    assert kdd.allreduce(float(RANK), op="max") == float(SIZE - 1)
+    total = kdd.allreduce(np.float32(0.5))
+    assert isinstance(total, np.float32) and total == np.float32(0.5 * SIZE)
+    vector = kdd.allreduce(np.array([RANK, -RANK], np.int64), op="min")
+    assert vector.tolist() == [0, -(SIZE - 1)]
+    try:
+        kdd.allreduce(1.0, op="mean")
+    except ValueError as error:
+        assert "op" in str(error)
+    else:
+        raise AssertionError("allreduce accepted op='mean'")
+
+
+def check_cuda_staging() -> None:
+    """CUDA arrays (the emulated device) through host staging equal the host exchange."""
+    if os.environ.get("KDSL_CUDA_EMULATOR") != "1":
+        return
+    for shape, periodic, dtype in (((12, 10), (True, False), kd.vec2), ((7, 6, 5), True,
+                                                                         np.float64)):
+        grid = kdd.Grid(shape, ghost=1, periodic=periodic)
+        host = grid.zeros(dtype)
+        host[grid.interior] = np.random.default_rng(RANK).normal(
+            size=host[grid.interior].shape)
+        device = kd.array(host, device="cuda")
+        grid.halo_exchange(host)
+        grid.halo_exchange(device)
+        assert np.array_equal(device.numpy(), host)
+
+
+def check_heat_solver() -> None:
+    """The distributed SOR equals the single-process solve bit for bit."""
+    n = 40
+    grid = kdd.Grid((n, n), ghost=1)
+    kind, u = heat_mpi.make_block(grid, n)
+    iterations, change = heat_mpi.solve_distributed(grid, u, kind, heat.optimal_omega(n),
+                                                    1e-4, 60)
+    u_global, kind_global = grid.gather(u), grid.gather(kind)
+    if RANK != 0:
+        return
+    ref_kind = np.zeros((n, n), np.uint8)
+    ref_u = np.zeros((n, n), np.float32)
+    heat.build_scene(ref_kind, ref_u, *heat.default_scene())
+    ref_iterations, ref_change = heat.solve(ref_u, ref_kind, heat.optimal_omega(n), 1e-4, 60)
+    assert np.array_equal(kind_global, ref_kind)
+    assert iterations == int(ref_iterations) and float(change) == float(ref_change)
+    assert np.array_equal(u_global, ref_u), np.abs(u_global - ref_u).max()
+
+
+def minimum_image_pairs(pos: np.ndarray, box: np.ndarray, periodic: tuple[bool, ...],
+                        cutoff: float) -> np.ndarray:
+    """For each particle, how many others lie within ``cutoff`` (minimum image)."""
+    d = pos[:, None, :].astype(np.float64) - pos[None, :, :]
+    for axis, wraps in enumerate(periodic):
+        if wraps:
+            d[..., axis] -= box[axis] * np.round(d[..., axis] / box[axis])
+    r2 = np.sum(d * d, axis=-1)
+    np.fill_diagonal(r2, np.inf)
+    return np.sum(r2 < cutoff * cutoff, axis=1)
+
+
+def check_particles() -> None:
+    rng = np.random.default_rng(11)
+    for cells, periodic, box, n in (((8, 8), True, (8.0, 6.0), 300),
+                                    ((6, 5, 6), (True, False, True), (3.0, 2.5, 3.0), 200)):
+        grid = kdd.Grid(cells, ghost=0, periodic=periodic)
+        box_array = np.asarray(box)
+        everything = (rng.random((n, len(cells))) * box_array).astype(np.float32)
+        tags = np.arange(n, dtype=np.float64) * 10.0
+        # every rank contributes a share: particles start on the wrong ranks
+        mine = slice(RANK * n // SIZE, (RANK + 1) * n // SIZE)
+        particles = kdd.Particles(grid, everything[mine], box=box, tag=tags[mine],
+                                  ids=np.arange(n)[mine])
+        assert particles.total() == n
+        cutoff = 0.6
+        for _ in range(3):
+            lo, hi = particles.block_bounds(grid.coords)
+            inside = np.all((particles.pos >= lo) & (particles.pos < hi), axis=1)
+            assert inside.all() and np.all(np.diff(particles.ids) > 0)
+            assert np.array_equal(particles["tag"], particles.ids * 10.0)
+            # ghosts: the local particles with their ghosts see every neighbour within the
+            # cutoff, no more, no fewer
+            everyone = particles.gather()
+            for shift in (True, False):
+                ghosts = particles.ghosts(cutoff, fields=("tag",), shift_periodic=shift)
+                assert np.array_equal(ghosts.fields["tag"], ghosts.ids * 10.0)
+                near = np.concatenate([particles.pos, ghosts.pos])
+                counted = minimum_image_pairs(near, box_array,
+                                              (False,) * grid.ndim if shift else grid.periodic,
+                                              cutoff)[:particles.n]
+                counts = WORLD.gather((particles.ids, counted), root=0)
+                if RANK == 0:
+                    assert everyone is not None
+                    reference = minimum_image_pairs(everyone[0], box_array, grid.periodic,
+                                                    cutoff)
+                    ids = np.concatenate([c[0] for c in counts])
+                    values = np.concatenate([c[1] for c in counts])
+                    assert np.array_equal(np.sort(ids), np.arange(n))
+                    assert np.array_equal(values, reference[ids]), (shift, periodic)
+            # move everything, across blocks and across the periodic edges
+            step = rng.normal(scale=0.8, size=particles.pos.shape).astype(np.float32)
+            closed = [axis for axis, wraps in enumerate(grid.periodic) if not wraps]
+            step[:, closed] = 0.0
+            particles.pos += step
+            particles.migrate()
+            assert particles.total() == n
+
+
+def check_lennard_jones() -> None:
+    """A few distributed steps match the single-process run within float rounding."""
+    system = lj.initial_state(400, 0.3, 0.3, seed=4) if RANK == 0 else None
+    reference = None
+    if RANK == 0:
+        reference = lj.make_system(system.pos.copy(), system.vel.copy(), system.box)
+    state = lj_mpi.DistributedSystem(system)
+    history = state.run(15, 0.005, 0.3, tau=0.5)
+    history = np.concatenate([history, state.run(15, 0.005)])
+    final = state.gather()
+    if RANK != 0:
+        return
+    ref_history = np.concatenate([lj.run(reference, 15, 0.005, 0.3, tau=0.5),
+                                  lj.run(reference, 15, 0.005)])
+    assert final is not None and final.n == reference.n
+    np.testing.assert_allclose(final.pos, reference.pos, rtol=0, atol=1e-4)
+    np.testing.assert_allclose(final.vel, reference.vel, rtol=0, atol=1e-4)
+    np.testing.assert_allclose(history, ref_history, rtol=1e-4, atol=1e-3)
+
+
+def main() -> None:
+    check_halo_exchange()
+    check_width_one_of_two()
+    check_reductions()
+    check_cuda_staging()
+    check_heat_solver()
+    check_particles()
+    check_lennard_jones()
+    WORLD.Barrier()
+    if RANK == 0:
+        print(f"all checks passed on {SIZE} ranks")
+
+
+if __name__ == "__main__":
+    main()
