@@ -261,6 +261,9 @@ class KernelEmitter(ParallelLoops, ArrayViews):
             return [self.scalar.cast(source, target, v)]
         return [[self.scalar.cast(source.element, target.element, c) for c in v]]
 
+    def emit_bitcast(self, op: Operation) -> list[Repr]:
+        return [self.b.bitcast(self.values[op.operands[0]], scalar_type(op.result.type))]
+
     def emit_select(self, op: Operation) -> list[Repr]:
         c, a, b = (self.values[v] for v in op.operands)
         t = op.result.type

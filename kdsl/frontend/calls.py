@@ -501,3 +501,4 @@ def _stop_gradient(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         lo.error("kd.stop_gradient() takes a scalar, vector or matrix, not an array", node)
     result = lo.op("stop_gradient", v, node=node)
     return lo.mark_weak(result, True) if lo.is_weak(v) else lo.strong(result)
+from kdsl.frontend import primitive_calls  # noqa: E402, F401  (kd.cumsum, kd.sort, ...)

@@ -137,6 +137,9 @@ class Interpreter(TensorOps):
             value = source.astype(dtype)
         return [value[()] if isinstance(t, T.ScalarType) else value]
 
+    def op_bitcast(self, op: Operation, args: list, env: dict) -> list:
+        return [np.asarray(args[0]).view(op.result.type.numpy_dtype)[()]]
+
     def op_splat(self, op: Operation, args: list, env: dict) -> list:
         t = op.result.type
         return [np.full(t.shape, args[0], dtype=t.element.numpy_dtype)]

@@ -318,6 +318,8 @@ for _math in MATH_FUNCTIONS.values():
 register(OpDef("select", EW, _select, doc="select %cond, %a, %b"))
 register(OpDef("cast", EW, _from_attr("type"), _fold_cast, memory=(Memory.ALIAS,),
                doc="a conversion; of an array, a view converting each element read"))
+register(OpDef("bitcast", PURE, _from_attr("type"),
+               doc="a scalar's bits as another scalar type of the same width"))
 register(OpDef("stop_gradient", PURE, _same_as_operands,
                doc="its operand, through which no gradient flows (removed after autodiff)"))
 register(OpDef("splat", PURE, _from_attr("type"), doc="a vector or matrix of one scalar"))

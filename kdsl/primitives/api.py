@@ -1,0 +1,233 @@
+"""The parallel primitives called from Python, on NumPy, kd and CUDA arrays.
+
+Each runs a kernel that calls the same generated func a kernel's own ``kd.cumsum`` (and
+so on) lowers to, so both give the same results: NumPy's.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import numpy as np
+
+from kdsl import types as T
+from kdsl.primitives import kernels
+
+_SIDES = ("left", "right")
+
+
+def _is_cuda(a: Any) -> bool:
+    return getattr(a, "__kdsl_cuda__", False) is True
+
+
+def _host(a: Any, name: str) -> np.ndarray:
+    """The NumPy array behind ``a`` (a NumPy array, kd array or anything array-like)."""
+    unwrap = getattr(a, "__kdsl_array__", None)
+    data = unwrap() if callable(unwrap) else a
+    if isinstance(data, np.ndarray):
+        return data
+    try:
+        return np.asarray(data)
+    except Exception as exc:  # noqa: BLE001
+        raise TypeError(f"{name} must be an array, got {type(a).__name__}") from exc
+
+
+def _scalar_type(dtype: np.dtype, name: str) -> T.ScalarType:
+    try:
+        return T.scalar_from_numpy(dtype)
+    except Exception:  # noqa: BLE001
+        raise TypeError(f"{name} must have a numeric dtype, got {dtype}") from None
+
+
+def _like(a: Any, data: np.ndarray) -> Any:
+    """``data`` as the kind of array ``a`` is (a kd array for a kd array)."""
+    from kdsl.runtime.arrays import DeviceArray
+
+    return DeviceArray(data) if isinstance(a, DeviceArray) else data
+
+
+def _cuda_flat(a: Any, name: str) -> Any:
+    from kdsl.runtime.cuda.device_array import CudaArray
+
+    if a.ndim == 1:
+        return a
+    if not a.flags_c_contiguous:
+        raise ValueError(f"{name}: a CUDA array of several axes must be C-contiguous")
+    return CudaArray.from_pointer(a.ptr, (a.size,), None, a.dtype, owner=a)
+
+
+def _cuda_1d(a: Any, name: str, what: str) -> None:
+    if a.ndim != 1:
+        raise ValueError(f"{what} of a CUDA array needs one axis; '{name}' has {a.ndim}")
+
+
+def _cuda_empty(shape: tuple[int, ...], dtype: np.dtype) -> Any:
+    from kdsl.runtime.cuda.device_array import CudaArray
+
+    return CudaArray.allocate(shape, dtype)
+
+
+def _sum_type(dtype: np.dtype) -> np.dtype:
+    """NumPy's type of running sums of ``dtype`` (int32 sums are int64, as ``np.cumsum``)."""
+    return np.cumsum(np.zeros(1, dtype)).dtype
+
+
+def cumsum(a: Any, axis: int | None = None, exclusive: bool = False) -> Any:
+    """Running sums as ``np.cumsum``: over the flattened array (``axis=None``) or along
+    ``axis``; a new array. ``exclusive=True`` gives the sums before each element
+    (``out[0] == 0``, the same length as ``a``)."""
+    if axis is not None:
+        axis = operator.index(axis)
+    if _is_cuda(a):
+        flat = _cuda_flat(a, "cumsum")
+        if axis is not None and a.ndim != 1:
+            raise ValueError("cumsum of a CUDA array of several axes takes axis=None")
+        result = _sum_type(a.dtype)
+        out = _cuda_empty((flat.size,), result)
+        kernels.scan_kernel(_scalar_type(result, "a"), bool(exclusive))(flat, out)
+        return out
+    data = _host(a, "a")
+    result = _sum_type(data.dtype)
+    t = _scalar_type(result, "a")
+    if axis is None or data.ndim <= 1:
+        if axis is not None and not -1 <= axis < 1:
+            raise np.exceptions.AxisError(axis, data.ndim)
+        flat = np.ravel(data)
+        out = np.empty(flat.size, result)
+        kernels.scan_kernel(t, bool(exclusive))(flat, out)
+        return _like(a, out)
+    if not -data.ndim <= axis < data.ndim:
+        raise np.exceptions.AxisError(axis, data.ndim)
+    moved = np.moveaxis(data, axis, -1)
+    rows = moved.reshape(-1, moved.shape[-1])
+    out = np.empty(rows.shape, result)
+    kernels.scan_rows_kernel(t, bool(exclusive))(rows, out)
+    return _like(a, np.moveaxis(out.reshape(moved.shape), -1, axis))
+
+
+def _rows(data: np.ndarray) -> list[np.ndarray]:
+    """The 1-D lines along the last axis, as views."""
+    if data.ndim == 1:
+        return [data]
+    return [data[index] for index in np.ndindex(*data.shape[:-1])]
+
+
+def sort(a: Any) -> None:
+    """Sorts ``a`` in place along its last axis, NaN last, as ``a.sort()``; returns None."""
+    if _is_cuda(a):
+        _cuda_1d(a, "a", "sort")
+        kernels.sort_kernel(_scalar_type(a.dtype, "a"))(a)
+        return
+    data = _host(a, "a")
+    if data.ndim == 0:
+        raise ValueError("sort needs an array of at least one axis")
+    run = kernels.sort_kernel(_scalar_type(data.dtype, "a"))
+    for row in _rows(data):
+        if row.size > 1:
+            run(row)
+
+
+def argsort(keys: Any, out: Any = None) -> Any:
+    """The stable order of ``keys`` along its last axis, as ``np.argsort(keys,
+    kind="stable")`` (NaN last): a new int64 array, or written to ``out``."""
+    if _is_cuda(keys):
+        _cuda_1d(keys, "keys", "argsort")
+        target = _cuda_empty(keys.shape, np.dtype(np.int64)) if out is None else out
+        kernels.argsort_kernel(_scalar_type(keys.dtype, "keys"))(keys, target)
+        return target
+    data = _host(keys, "keys")
+    if data.ndim == 0:
+        raise ValueError("argsort needs an array of at least one axis")
+    if out is None:
+        target = np.empty(data.shape, np.int64)
+    else:
+        target = _host(out, "out")
+        if target.shape != data.shape or target.dtype != np.int64:
+            raise ValueError(f"out must be an int64 array of shape {data.shape}, got "
+                             f"{target.dtype} of shape {target.shape}")
+    run = kernels.argsort_kernel(_scalar_type(data.dtype, "keys"))
+    for key_row, out_row in zip(_rows(data), _rows(target)):
+        run(key_row, out_row)
+    return (_like(keys, target) if out is None else out)
+
+
+def sort_by_key(keys: Any, values: Any) -> None:
+    """Sorts 1-D ``keys`` in place, stably, NaN last, and moves ``values`` (the same
+    length along their first axis) with them; returns None."""
+    if _is_cuda(keys) or _is_cuda(values):
+        if not (_is_cuda(keys) and _is_cuda(values)):
+            raise ValueError("sort_by_key: keys and values must be on the same device")
+        _cuda_1d(keys, "keys", "sort_by_key")
+        _cuda_1d(values, "values", "sort_by_key")
+        if keys.shape != values.shape:
+            raise ValueError(f"sort_by_key: keys {keys.shape} and values {values.shape} differ")
+        kernels.sort_by_key_kernel(_scalar_type(keys.dtype, "keys"),
+                                   _scalar_type(values.dtype, "values"))(keys, values)
+        return
+    k, v = _host(keys, "keys"), _host(values, "values")
+    if k.ndim != 1:
+        raise ValueError(f"sort_by_key needs 1-D keys, got {k.ndim} axes")
+    if v.ndim == 0 or v.shape[0] != k.shape[0]:
+        raise ValueError(f"sort_by_key: values need {k.shape[0]} rows, got shape {v.shape}")
+    key_type = _scalar_type(k.dtype, "keys")
+    if v.ndim == 1:
+        kernels.sort_by_key_kernel(key_type, _scalar_type(v.dtype, "values"))(k, v)
+        return
+    order = np.empty(k.shape[0], np.int64)
+    kernels.sort_by_key_kernel(key_type, T.i64)(k, _arange_into(order))
+    v[...] = v[order]
+
+
+def _arange_into(order: np.ndarray) -> np.ndarray:
+    order[:] = np.arange(order.shape[0])
+    return order
+
+
+def searchsorted(a: Any, v: Any, side: str = "left") -> Any:
+    """Where ``v`` would be inserted into sorted 1-D ``a`` to keep it sorted, as
+    ``np.searchsorted`` (NaN sorts last): an int64 of ``v``'s shape."""
+    if side not in _SIDES:
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    if _is_cuda(a):
+        _cuda_1d(a, "a", "searchsorted")
+        values = v if _is_cuda(v) else _host_to_cuda(np.asarray(v, dtype=a.dtype))
+        flat = _cuda_flat(values, "searchsorted")
+        if flat.dtype != a.dtype:
+            raise ValueError(f"searchsorted: v ({flat.dtype}) must have a's dtype ({a.dtype})")
+        out = _cuda_empty((flat.size,), np.dtype(np.int64))
+        kernels.search_kernel(_scalar_type(a.dtype, "a"), side)(a, flat, out)
+        return out
+    data = _host(a, "a")
+    if data.ndim != 1:
+        raise ValueError(f"searchsorted needs a 1-D array a, got {data.ndim} axes")
+    values = _host(v, "v")
+    common = np.result_type(data, values)
+    t = _scalar_type(common, "a")
+    flat = np.ravel(values).astype(common, copy=False)
+    out = np.empty(flat.size, np.int64)
+    kernels.search_kernel(t, side)(data.astype(common, copy=False), flat, out)
+    if values.ndim == 0:
+        return np.int64(out[0])
+    return _like(v, out.reshape(values.shape))
+
+
+def _host_to_cuda(data: np.ndarray) -> Any:
+    from kdsl.runtime.cuda.device_array import CudaArray
+
+    return CudaArray.from_host(data)
+
+
+def segment_sum(keys: Any, values: Any) -> tuple[Any, Any]:
+    """Sums of ``values`` over each run of equal sorted ``keys`` (NaNs one run): the keys
+    of the runs and their sums, as ``np.unique(keys)`` and ``np.add.reduceat``."""
+    cuda = _is_cuda(keys)
+    k = keys if cuda else _host(keys, "keys")
+    v = values if cuda else _host(values, "values")
+    if k.ndim != 1 or v.ndim != 1 or k.shape != v.shape:
+        raise ValueError(f"segment_sum needs 1-D keys and values of one length, got {k.shape} "
+                         f"and {v.shape}")
+    result = _sum_type(v.dtype)
+    run = kernels.segment_sum_kernel(_scalar_type(k.dtype, "keys"), _scalar_type(result, "values"))
+    unique, sums = run(k, v)
+    return (unique, sums) if cuda else (_like(keys, unique), _like(values, sums))

@@ -1,0 +1,79 @@
+"""The kernels behind the primitives called from Python: each calls one generated func."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from kdsl import types as T
+from kdsl.primitives.generated import as_kernel, define, kd_name
+from kdsl.primitives.scan_source import scan_func
+from kdsl.primitives.search_source import search_funcs, segment_sum_func
+from kdsl.primitives.sort_source import radix_sort_func
+
+
+@functools.cache
+def scan_kernel(result: T.ScalarType, exclusive: bool) -> Any:
+    source = "def run_scan(a, out):\n    scan(a, out)\n"
+    return as_kernel(define(source, "run_scan", f"scan kernel {result} {exclusive}",
+                            {"scan": scan_func(result, exclusive)}))
+
+
+@functools.cache
+def scan_rows_kernel(result: T.ScalarType, exclusive: bool) -> Any:
+    """Running sums along the last axis of a 2-D array, its rows in parallel."""
+    r = kd_name(result)
+    step = (["            out[j, i] = s", "            s = s + v"] if exclusive
+            else ["            s = s + v", "            out[j, i] = s"])
+    source = "\n".join([
+        "def run_scan_rows(a, out):",
+        "    for j in kd.prange(a.shape[0]):",
+        f"        s = {r}(0)",
+        "        for i in range(a.shape[1]):",
+        f"            v = {r}(a[j, i])",
+        *step,
+    ]) + "\n"
+    return as_kernel(define(source, "run_scan_rows", f"scan rows kernel {result} {exclusive}"))
+
+
+@functools.cache
+def sort_kernel(t: T.ScalarType) -> Any:
+    source = "def run_sort(keys):\n    radix_sort(keys)\n"
+    return as_kernel(define(source, "run_sort", f"sort kernel {t}",
+                            {"radix_sort": radix_sort_func(t, None)}))
+
+
+@functools.cache
+def sort_by_key_kernel(t: T.ScalarType, values: T.ScalarType) -> Any:
+    source = "def run_sort_by_key(keys, values):\n    radix_sort(keys, values)\n"
+    return as_kernel(define(source, "run_sort_by_key", f"sort by key kernel {t} {values}",
+                            {"radix_sort": radix_sort_func(t, values)}))
+
+
+@functools.cache
+def argsort_kernel(t: T.ScalarType) -> Any:
+    source = "\n".join([
+        "def run_argsort(keys, out):",
+        "    n = keys.shape[0]",
+        f"    copy = kd.empty(n, {kd_name(t)})",
+        "    for i in kd.prange(n):",
+        "        copy[i] = keys[i]",
+        "        out[i] = i",
+        "    radix_sort(copy, out)",
+    ]) + "\n"
+    return as_kernel(define(source, "run_argsort", f"argsort kernel {t}",
+                            {"radix_sort": radix_sort_func(t, T.i64)}))
+
+
+@functools.cache
+def search_kernel(t: T.ScalarType, side: str) -> Any:
+    source = "def run_search(a, v, out):\n    search_many(a, v, out)\n"
+    return as_kernel(define(source, "run_search", f"searchsorted kernel {t} {side}",
+                            {"search_many": search_funcs(t, side)[1]}))
+
+
+@functools.cache
+def segment_sum_kernel(key: T.ScalarType, total: T.ScalarType) -> Any:
+    source = "def run_segment_sum(keys, values):\n    return segment_sum(keys, values)\n"
+    return as_kernel(define(source, "run_segment_sum", f"segment sum kernel {key} {total}",
+                            {"segment_sum": segment_sum_func(key, total)}))
