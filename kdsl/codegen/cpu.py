@@ -126,13 +126,23 @@ def link_shared_library(code: bytes) -> bytes | None:
         with tempfile.TemporaryDirectory(prefix="kdsl-link-") as tmp:
             obj, lib = Path(tmp, "kernel.o"), Path(tmp, "kernel.so")
             write_file(obj, code)
-            result = subprocess.run([ld, "-shared", "-o", str(lib), str(obj), "-lm"],
-                                    capture_output=True)
+            result = subprocess.run([ld, "-shared", "-o", str(lib), str(obj), "-lm",
+                                     *vector_math_libraries(code)], capture_output=True)
             if result.returncode != 0:
                 return None
             return lib.read_bytes()
     except OSError:
         return None
+
+
+def vector_math_libraries(code: bytes) -> list[str]:
+    """The linker's arguments for libmvec where the code calls it (``_ZGV`` names)."""
+    if b"_ZGV" not in code:
+        return []
+    from kdsl.codegen.vector_math import library_path
+
+    path = library_path()
+    return [] if path is None else [f"-l:{path}"]
 
 
 def write_file(path: Path, data: bytes) -> None:

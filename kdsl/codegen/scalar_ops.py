@@ -11,6 +11,7 @@ from typing import Any
 from llvmlite import ir
 
 from kdsl import types as T
+from kdsl.codegen import vector_math
 from kdsl.codegen.llvm_types import f32, f64, i1, scalar_type
 from kdsl.ir.math_builtins import MATH_FUNCTIONS, MathFunction
 
@@ -35,6 +36,8 @@ def range_length(bl: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Val
 
 class ScalarEmitter:
     """Emits one scalar op at the builder's position."""
+
+    vector_math = True  # fastmath: math calls that vectorise (see codegen.vector_math)
 
     def __init__(self, module: ir.Module, fastmath: tuple[str, ...]) -> None:
         self.module = module
@@ -77,10 +80,20 @@ class ScalarEmitter:
         symbol = fn.cpu_symbol(t == T.f32)
         assert symbol is not None and t.is_float, (fn.name, t)
         lt = scalar_type(t)
+        vectorised = self.vectorisable(fn.libm or fn.intrinsic or "", lt)
+        if vectorised is not None:
+            return self.builder.call(vectorised, operands, fastmath=self.fastmath)
         callee = self.function(symbol, lt, [lt] * len(operands))
         if fn.intrinsic is not None:
             return self.builder.call(callee, operands, fastmath=self.fastmath)
         return self.builder.call(callee, operands)
+
+    def vectorisable(self, libm_name: str, t: ir.Type) -> ir.Function | None:
+        """The scalar function with vector variants for a C library math function, or
+        None (no fastmath, not on this host, or not a vectorised function)."""
+        if not (self.vector_math and self.fastmath and vector_math.has_variants(libm_name)):
+            return None
+        return vector_math.vectorisable_function(self.module, libm_name, t)
 
     # --- arithmetic ------------------------------------------------------------------
 
@@ -175,6 +188,9 @@ class ScalarEmitter:
 
     def op_pow(self, t: T.ScalarType, a: ir.Value, b: ir.Value) -> ir.Value:
         if t.is_float:
+            vectorised = self.vectorisable("pow", a.type)
+            if vectorised is not None:
+                return self.builder.call(vectorised, [a, b], fastmath=self.fastmath)
             fn = self.function(f"llvm.pow.{'f32' if t == T.f32 else 'f64'}", a.type, [a.type, a.type])
             return self.builder.call(fn, [a, b])
         return self._integer_power(a, b)
