@@ -74,17 +74,21 @@ def cuda_aware() -> bool:
 
 @dataclass
 class DirectPlan:
-    """Persistent requests over a C-contiguous host array, one set per axis."""
+    """Persistent requests over a C-contiguous host array, one set per axis; an axis
+    along which the rank is its own neighbour (periodic, one block) is copied locally."""
 
     requests: list[list[Any]]
     datatypes: list[Any]
+    self_copies: list[list[tuple[tuple[slice, ...], tuple[slice, ...]]]]
 
-    def run(self) -> None:
+    def run(self, array: np.ndarray) -> None:
         MPI = mpi()
-        for axis_requests in self.requests:
+        for axis_requests, copies in zip(self.requests, self.self_copies):
             if axis_requests:
                 MPI.Prequest.Startall(axis_requests)
                 MPI.Request.Waitall(axis_requests)
+            for destination, source in copies:
+                array[destination] = array[source]
 
     def free(self) -> None:
         for axis_requests in self.requests:
@@ -103,10 +107,16 @@ def _make_direct_plan(grid: Grid, array: np.ndarray, width: int) -> DirectPlan:
     shape = list(array.shape)
     requests: list[list[Any]] = []
     datatypes: list[Any] = []
+    self_copies: list[list[tuple[tuple[slice, ...], tuple[slice, ...]]]] = []
     for axis in range(grid.ndim):
         low, high = grid.neighbours[axis]
         axis_requests: list[Any] = []
-        if not (low == MPI.PROC_NULL and high == MPI.PROC_NULL):
+        copies = []
+        if low == high == grid.rank:
+            faces = face_slices(grid, array.shape, axis, width)
+            copies = [(faces["recv_low"], faces["send_high"]),
+                      (faces["recv_high"], faces["send_low"])]
+        elif not (low == MPI.PROC_NULL and high == MPI.PROC_NULL):
             up, down = _tags(axis)
             faces = face_slices(grid, array.shape, axis, width)
             types = {}
@@ -125,7 +135,8 @@ def _make_direct_plan(grid: Grid, array: np.ndarray, width: int) -> DirectPlan:
                 )
             ]
         requests.append(axis_requests)
-    return DirectPlan(requests, datatypes)
+        self_copies.append(copies)
+    return DirectPlan(requests, datatypes, self_copies)
 
 
 @dataclass
@@ -307,6 +318,6 @@ def halo_exchange(grid: Grid, array: Any, width: int) -> None:
     if isinstance(plan, DirectPlan):
         if not array.flags.writeable:
             raise ValueError("halo_exchange needs a writeable array")
-        plan.run()
+        plan.run(array)
     else:
         _run_packed(grid, plan, array, width)
