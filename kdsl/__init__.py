@@ -47,6 +47,7 @@ from kdsl.runtime.arrays import (
 from kdsl.runtime.cuda.device_array import CudaArray
 from kdsl.runtime.cuda.errors import CudaError
 from kdsl.runtime.gradient import check_grad, grad, value_and_grad
+from kdsl.runtime.jvp import jvp
 from kdsl.runtime.kernel import Func, Kernel, func, kernel
 from kdsl.runtime.tape import Tape
 from kdsl.runtime.threads import get_num_threads, set_num_threads
@@ -93,4 +94,4 @@ __all__ = [
     "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros", "zeros_like", *_MATH,
 ]
 __all__ += ["argsort", "cumsum", "searchsorted", "segment_sum", "sort", "sort_by_key"]
-__all__ += ["Tape", "check_grad", "grad", "stop_gradient", "value_and_grad"]
+__all__ += ["Tape", "check_grad", "grad", "jvp", "stop_gradient", "value_and_grad"]

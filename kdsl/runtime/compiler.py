@@ -61,17 +61,22 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
         from kdsl.runtime.gradient import primal_parameters
 
         primal = primal_parameters(params, options.gradient, options.vjp)
+    if options.tangent is not None:  # the tangents follow the kernel's own parameters
+        primal = params[:len(params) - len(options.tangent)]
     with stage("frontend"):
         function, context, results = lower_kernel(fn, variable_types(primal), options.debug)
     module = Module(function, {f.name: f for f in context.funcs.values()})
     with stage("passes"):
         run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath,
-                                         gradient=options.gradient, vjp=options.vjp),
+                                         gradient=options.gradient, vjp=options.vjp,
+                                         tangent=options.tangent),
                      stop_after=stop_after)
     if options.gradient is not None:
         from kdsl.runtime.gradient import gradient_results
 
         results = gradient_results(results, primal, options.gradient, options.vjp)
+    if options.tangent is not None:  # the value and its tangent
+        results = [results[0], results[0]]
     return module, results
 
 

@@ -49,3 +49,21 @@ def test_tape_on_the_device_matches_the_cpu(emulated_device) -> None:
     for a, b in zip(on_device, on_cpu):
         np.testing.assert_allclose(a, b, rtol=1e-10)
     assert np.any(on_cpu[0] != 0) and np.any(on_cpu[1] != 0)
+
+
+@kd.kernel
+def weighted_energy(x: kd.Array[kd.f64], w: kd.f64) -> kd.f64:
+    s = 0.0
+    for i in kd.prange(x.shape[0]):
+        for j in range(3):
+            s += w * kd.sin(x[i] * float(j + 1))
+    return s
+
+
+def test_jvp_on_the_device_matches_the_cpu(emulated_device) -> None:
+    rng = np.random.default_rng(8)
+    x, t = rng.random(40), rng.random(40)
+    expected = kd.jvp(weighted_energy, (x, 0.7), (t, 0.5))
+    got = kd.jvp(weighted_energy, (kd.array(x, device="cuda"), 0.7),
+                 (kd.array(t, device="cuda"), 0.5))
+    np.testing.assert_allclose(got, expected, rtol=1e-10)

@@ -12,6 +12,11 @@ def run(module: Module, options: Any = None) -> None:
     from kdsl.ir.autodiff.gradient import GradientSpec, differentiate, strip_stop_gradients
 
     argnums = getattr(options, "gradient", None)
+    tangent = getattr(options, "tangent", None)
+    if tangent is not None:
+        from kdsl.ir.autodiff.forward import jacobian_vector_product
+
+        jacobian_vector_product(module, tuple(tangent))
     if argnums is not None and getattr(options, "vjp", False):
         from kdsl.ir.autodiff.vjp import vector_jacobian_product
 

@@ -30,6 +30,7 @@ class PassOptions:
     fastmath: bool = True
     gradient: tuple[int, ...] | None = None  # differentiate w.r.t. these arguments
     vjp: bool = False  # as a vector-Jacobian product (kdsl/ir/autodiff/vjp.py)
+    tangent: tuple[int, ...] | None = None  # forward mode (kdsl/ir/autodiff/forward.py)
 
 
 def always(options: PassOptions) -> bool:

@@ -1,0 +1,251 @@
+"""Forward mode: the Jacobian-vector product of a kernel as a new kernel (``kd.jvp``).
+
+Its arguments are the kernel's, then one tangent per differentiated argument (an array of
+the same shape for an array); it returns the kernel's value and that value's tangent.
+Each op is emitted followed by its tangent (tangent_rules.py); loops carry the tangents of
+their carried values, branches yield them, parallel loops sum them, and an array whose
+elements vary has a tangent array updated by the same stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kdsl import types as T
+from kdsl.ir.autodiff import tangent_rules  # noqa: F401  (attaches the rules to the registry)
+from kdsl.ir.autodiff.activity import is_float, varied_values
+from kdsl.ir.autodiff.emitter import AdjointEmitter, located_error
+from kdsl.ir.autodiff.memory import zeros_like_array
+from kdsl.ir.builder import IRBuilder
+from kdsl.ir.core import Block, Function, Module, Operation, Value
+from kdsl.ir.ops import lookup
+
+_VIEWS = ("array_view", "array_transpose", "cast")
+_TENSOR_OPS = ("tensor_map", "tensor_reduce", "tensor_assign", "tensor_matmul")
+
+
+def tangent_name(name: str) -> str:
+    return f"t_{name}"
+
+
+class TangentSweep(AdjointEmitter):
+    """Emits each op of a function and then its tangent (``self.tangents``; arrays'
+    in ``self.tangent_arrays``)."""
+
+    def __init__(self, builder: IRBuilder, varied: set[Value], varied_arrays: set[Value]) -> None:
+        super().__init__(builder, varied, varied_arrays, {}, set())
+        self.tangents: dict[Value, Value] = {}
+        self.tangent_arrays: dict[Value, Value] = {}
+
+    def tangent_of(self, v: Value) -> Value | None:
+        return self.tangents.get(v)
+
+    def tangent_or_zero(self, v: Value) -> Value:
+        found = self.tangents.get(v)
+        return found if found is not None else self.zero(v.type)
+
+    def carries(self, v: Value) -> bool:
+        return v in self.varied and is_float(v.type)
+
+    def emit_block(self, ops: Sequence[Operation], m: dict[Value, Value]) -> None:
+        for op in ops:
+            if op.name not in ("yield", "condition", "return"):
+                self.emit(op, m)
+
+    def emit(self, op: Operation, m: dict[Value, Value]) -> None:
+        self.b.location = op.location
+        self._mapping = m
+        if op.name in _TENSOR_OPS:
+            raise located_error("whole-array expressions cannot be differentiated in forward "
+                                "mode yet; write the loop", op.location)
+        if op.name == "for":
+            self._for(op, m)
+        elif op.name == "while":
+            self._while(op, m)
+        elif op.name == "if":
+            self._if(op, m)
+        elif op.name == "parallel_for":
+            self._parallel_for(op, m)
+        elif op.name == "stop_gradient":
+            m[op.result] = m.get(op.operands[0], op.operands[0])
+        elif op.name == "call":
+            raise located_error("calls that were not inlined cannot be differentiated",
+                                op.location)
+        else:
+            self._plain(op, m)
+
+    # --- straight-line ops --------------------------------------------------------------
+
+    def _plain(self, op: Operation, m: dict[Value, Value]) -> None:
+        new = self.clone(op, m, recompute=False)
+        assert new is not None
+        name = op.name
+        if name == "array_load":
+            tangent_array = self.tangent_arrays.get(op.operands[0])
+            if tangent_array is not None and self.carries(op.result):
+                self.tangents[op.result] = self.b.create(
+                    "array_load", [tangent_array, *new.operands[1:]]).result
+        elif name in ("array_store", "atomic_rmw"):
+            self._store(op, new)
+        elif name == "array_new":
+            if op.result in self.varied_arrays:
+                self.tangent_arrays[op.result] = zeros_like_array(self, new.result)
+        elif name in _VIEWS and isinstance(op.results[0].type, T.ArrayType):
+            source = self.tangent_arrays.get(op.operands[0])
+            if source is not None:
+                view = Operation(name, [source, *new.operands[1:]], [op.results[0].type],
+                                 dict(op.attrs), [], op.location)
+                self.b.block.append(view)
+                self.tangent_arrays[op.results[0]] = view.results[0]
+        elif len(op.results) == 1 and self.carries(op.result):
+            tangents = [self.tangents.get(v) for v in op.operands]
+            if any(t is not None for t in tangents):
+                rule = lookup(name).tangent
+                if rule is None:
+                    raise located_error(
+                        f"'{name}' has no derivative rule; its result cannot be differentiated",
+                        op.location)
+                self.current = op
+                tangent = rule(self, op, list(new.operands), tangents)
+                if tangent is not None:
+                    self.tangents[op.result] = tangent
+
+    def _store(self, op: Operation, new: Operation) -> None:
+        tangent_array = self.tangent_arrays.get(op.operands[0])
+        if tangent_array is None:
+            return
+        value = op.operands[-1]
+        indices = new.operands[1:-1]
+        if op.name == "array_store":
+            self.b.create("array_store", [tangent_array, *indices, self.tangent_or_zero(value)])
+            return
+        if op.attrs["kind"] not in ("add", "sub"):
+            if value in self.varied or op.operands[0] in self.varied_arrays:
+                raise located_error(
+                    f"an atomic {op.attrs['kind']} cannot be differentiated", op.location)
+            return
+        tangent = self.tangents.get(value)
+        if tangent is not None:
+            self.b.create("atomic_rmw", [tangent_array, *indices, tangent], dict(op.attrs))
+
+    # --- structured ops -----------------------------------------------------------------
+
+    def _region(self, block: Block, m: dict[Value, Value], carried: Sequence[Value],
+                yielded: list[int]) -> Block:
+        """A copy of ``block`` whose arguments are followed by the tangents of
+        ``carried`` (arguments of ``block``), and whose terminator is followed by the
+        tangents of the operands at ``yielded``."""
+        new = Block([Value(a.type, a.name_hint) for a in block.args]
+                    + [Value(a.type, tangent_name(a.name_hint or "value")) for a in carried])
+        m.update(zip(block.args, new.args))
+        for a, t in zip(carried, new.args[len(block.args):]):
+            self.tangents[a] = t
+        with self.b.at(new):
+            self.emit_block(block.ops, m)
+            end = block.ops[-1]
+            operands = [m.get(v, v) for v in end.operands]
+            tangents = [self.tangent_or_zero(end.operands[k]) for k in yielded]
+            self.b.create(end.name, [*operands, *tangents], dict(end.attrs))
+        return new
+
+    def _finish(self, op: Operation, new: Operation, m: dict[Value, Value],
+                carried: list[int]) -> None:
+        self.b.block.append(new)
+        count = len(op.results)
+        for old, fresh in zip(op.results, new.results):
+            fresh.name_hint = old.name_hint
+            m[old] = fresh
+        for slot, k in enumerate(carried):
+            self.tangents[op.results[k]] = new.results[count + slot]
+
+    def _for(self, op: Operation, m: dict[Value, Value]) -> None:
+        body = op.regions[0]
+        inits = op.operands[3:]
+        carried = [k for k, a in enumerate(body.args[1:])
+                   if self.carries(a) or self.carries(op.results[k])]
+        tangent_inits = [self.tangent_or_zero(inits[k]) for k in carried]
+        region = self._region(body, m, [body.args[1 + k] for k in carried], carried)
+        new = Operation("for", [*(m.get(v, v) for v in op.operands), *tangent_inits],
+                        [r.type for r in op.results] + [t.type for t in tangent_inits],
+                        dict(op.attrs), [region], op.location)
+        self._finish(op, new, m, carried)
+
+    def _while(self, op: Operation, m: dict[Value, Value]) -> None:
+        before, body = op.regions
+        if len(before.ops[-1].operands) != 1:
+            raise located_error("this form of while loop cannot be differentiated", op.location)
+        carried = [k for k in range(len(op.operands))
+                   if self.carries(before.args[k]) or self.carries(body.args[k])
+                   or self.carries(op.results[k])]
+        tangent_inits = [self.tangent_or_zero(op.operands[k]) for k in carried]
+        new_before = self._region(before, m, [before.args[k] for k in carried], [])
+        new_body = self._region(body, m, [body.args[k] for k in carried], carried)
+        new = Operation("while", [*(m.get(v, v) for v in op.operands), *tangent_inits],
+                        [r.type for r in op.results] + [t.type for t in tangent_inits],
+                        dict(op.attrs), [new_before, new_body], op.location)
+        self._finish(op, new, m, carried)
+
+    def _if(self, op: Operation, m: dict[Value, Value]) -> None:
+        carried = [k for k, r in enumerate(op.results) if self.carries(r)]
+        regions = [self._region(region, m, [], carried) for region in op.regions]
+        types = [r.type for r in op.results] + [op.results[k].type for k in carried]
+        attrs: dict[str, Any] = {**op.attrs, "types": types}
+        new = Operation("if", [m.get(op.operands[0], op.operands[0])], types, attrs, regions,
+                        op.location)
+        self._finish(op, new, m, carried)
+
+    def _parallel_for(self, op: Operation, m: dict[Value, Value]) -> None:
+        ndim = op.attrs["ndim"]
+        kinds = op.attrs["reductions"]
+        body = op.regions[0]
+        inits = op.operands[ndim:]
+        carried = [k for k, a in enumerate(body.args[ndim:])
+                   if self.carries(a) or self.carries(op.results[k])]
+        for k in carried:
+            if kinds[k] != "add":
+                raise located_error(
+                    f"a '{kinds[k]}' reduction cannot be differentiated in forward mode yet",
+                    op.location)
+        tangent_inits = [self.tangent_or_zero(inits[k]) for k in carried]
+        region = self._region(body, m, [body.args[ndim + k] for k in carried], carried)
+        attrs = {**op.attrs, "reductions": tuple(kinds) + tuple("add" for _ in carried)}
+        new = Operation("parallel_for", [*(m.get(v, v) for v in op.operands), *tangent_inits],
+                        [r.type for r in op.results] + [t.type for t in tangent_inits],
+                        attrs, [region], op.location)
+        self._finish(op, new, m, carried)
+
+
+def jacobian_vector_product(module: Module, argnums: tuple[int, ...]) -> None:
+    """Replaces ``module.kernel`` by its Jacobian-vector product with respect to the
+    arguments at ``argnums``."""
+    fn = module.kernel
+    ret = fn.body.ops[-1]
+    if len(ret.operands) != 1 or fn.attrs.get("returns_tuple") or not (
+            isinstance(ret.operands[0].type, T.ScalarType) and is_float(ret.operands[0].type)):
+        raise located_error(
+            f"kd.jvp needs a kernel that returns one floating-point scalar; {fn.name} returns "
+            + (", ".join(str(v.type) for v in ret.operands) or "nothing"), fn.location)
+    roots = [fn.args[k] for k in argnums]
+    varied, varied_arrays = varied_values(fn.body, roots)
+    tangent_args = [Value(a.type, tangent_name(fn.arg_names[k])) for k, a in zip(argnums, roots)]
+    body = Block(list(fn.args) + tangent_args)
+    builder = IRBuilder(body)
+    sweep = TangentSweep(builder, varied, varied_arrays)
+    for a, t in zip(roots, tangent_args):
+        if isinstance(a.type, T.ArrayType):
+            sweep.tangent_arrays[a] = t
+        else:
+            sweep.tangents[a] = t
+    for a in fn.args:  # arrays the kernel makes vary without being differentiated
+        if a in varied_arrays and a not in sweep.tangent_arrays:
+            sweep.tangent_arrays[a] = zeros_like_array(sweep, a)
+    m: dict[Value, Value] = {a: a for a in fn.args}
+    sweep.emit_block(fn.body.ops, m)
+    result = ret.operands[0]
+    builder.location = ret.location
+    value = m.get(result, result)
+    builder.create("return", [value, sweep.tangent_or_zero(result)])
+    names = list(fn.arg_names) + [tangent_name(fn.arg_names[k]) for k in argnums]
+    module.kernel = Function(fn.name, body, [value.type, value.type], True, fn.location, names,
+                             {**fn.attrs, "returns_tuple": True})
