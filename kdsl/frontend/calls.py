@@ -341,6 +341,9 @@ def _construct(lo: FunctionLowering, node: ast.Call, t: Any, args: list) -> Valu
 
 _REDUCERS = (kb.sum, kb.mean, kb.min, kb.max, np.sum, np.mean, np.min, np.max, np.amin, np.amax,
              searching.argmin, searching.argmax, np.argmin, np.argmax)
+# builtins whose handlers read the call's keyword arguments themselves (kd.cumsum's
+# exclusive=, kd.searchsorted's side=, ...)
+KEYWORD_BUILTINS: list[Any] = []
 
 # --- new arrays ----------------------------------------------------------------------
 
@@ -446,7 +449,7 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
         return call_method(lo, node, fn, [lo.expr(a) for a in node.args])
     if _allocator_kind(fn) is not None:
         return _allocate(lo, node)
-    if any(fn is r for r in _REDUCERS):  # reductions take axis= and keepdims=
+    if any(fn is r for r in (*_REDUCERS, *KEYWORD_BUILTINS)):  # reductions take axis=, ...
         args = [lo.expr(a) for a in node.args]
         return BUILTINS[fn](lo, node, args)
     if node.keywords:

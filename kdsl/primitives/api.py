@@ -68,7 +68,7 @@ def _cuda_empty(shape: tuple[int, ...], dtype: np.dtype) -> Any:
     return CudaArray.allocate(shape, dtype)
 
 
-def _sum_type(dtype: np.dtype) -> np.dtype:
+def sum_type(dtype: np.dtype) -> np.dtype:
     """NumPy's type of running sums of ``dtype`` (int32 sums are int64, as ``np.cumsum``)."""
     return np.cumsum(np.zeros(1, dtype)).dtype
 
@@ -83,12 +83,12 @@ def cumsum(a: Any, axis: int | None = None, exclusive: bool = False) -> Any:
         flat = _cuda_flat(a, "cumsum")
         if axis is not None and a.ndim != 1:
             raise ValueError("cumsum of a CUDA array of several axes takes axis=None")
-        result = _sum_type(a.dtype)
+        result = sum_type(a.dtype)
         out = _cuda_empty((flat.size,), result)
         kernels.scan_kernel(_scalar_type(result, "a"), bool(exclusive))(flat, out)
         return out
     data = _host(a, "a")
-    result = _sum_type(data.dtype)
+    result = sum_type(data.dtype)
     t = _scalar_type(result, "a")
     if axis is None or data.ndim <= 1:
         if axis is not None and not -1 <= axis < 1:
@@ -227,7 +227,7 @@ def segment_sum(keys: Any, values: Any) -> tuple[Any, Any]:
     if k.ndim != 1 or v.ndim != 1 or k.shape != v.shape:
         raise ValueError(f"segment_sum needs 1-D keys and values of one length, got {k.shape} "
                          f"and {v.shape}")
-    result = _sum_type(v.dtype)
+    result = sum_type(v.dtype)
     run = kernels.segment_sum_kernel(_scalar_type(k.dtype, "keys"), _scalar_type(result, "values"))
     unique, sums = run(k, v)
     return (unique, sums) if cuda else (_like(keys, unique), _like(values, sums))

@@ -6,7 +6,7 @@ import functools
 from typing import Any
 
 from kdsl import types as T
-from kdsl.primitives.generated import as_kernel, define, kd_name
+from kdsl.primitives.generated import as_func, as_kernel, define, kd_name
 from kdsl.primitives.scan_source import scan_func
 from kdsl.primitives.search_source import search_funcs, segment_sum_func
 from kdsl.primitives.sort_source import radix_sort_func
@@ -51,9 +51,10 @@ def sort_by_key_kernel(t: T.ScalarType, values: T.ScalarType) -> Any:
 
 
 @functools.cache
-def argsort_kernel(t: T.ScalarType) -> Any:
+def argsort_func(t: T.ScalarType) -> Any:
+    """``argsort_into(keys, out)``: the stable order of 1-D ``keys`` written to ``out``."""
     source = "\n".join([
-        "def run_argsort(keys, out):",
+        "def argsort_into(keys, out):",
         "    n = keys.shape[0]",
         f"    copy = kd.empty(n, {kd_name(t)})",
         "    for i in kd.prange(n):",
@@ -61,8 +62,15 @@ def argsort_kernel(t: T.ScalarType) -> Any:
         "        out[i] = i",
         "    radix_sort(copy, out)",
     ]) + "\n"
+    return as_func(define(source, "argsort_into", f"argsort {t}",
+                          {"radix_sort": radix_sort_func(t, T.i64)}))
+
+
+@functools.cache
+def argsort_kernel(t: T.ScalarType) -> Any:
+    source = "def run_argsort(keys, out):\n    argsort_into(keys, out)\n"
     return as_kernel(define(source, "run_argsort", f"argsort kernel {t}",
-                            {"radix_sort": radix_sort_func(t, T.i64)}))
+                            {"argsort_into": argsort_func(t)}))
 
 
 @functools.cache
