@@ -10,9 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import platform
-import shutil
-import subprocess
-import tempfile
+import struct
 import threading
 from pathlib import Path
 from typing import Any
@@ -109,6 +107,8 @@ def compile_to_object(llvm_ir: str) -> bytes:
 
 
 def linker() -> str | None:
+    import shutil
+
     for name in ("ld", "ld.lld", "ld.gold"):
         path = shutil.which(name)
         if path:
@@ -122,12 +122,17 @@ def link_shared_library(code: bytes) -> bytes | None:
     ld = linker()
     if ld is None or platform.system() != "Linux":
         return None
+    import subprocess
+    import tempfile
+
     try:
         with tempfile.TemporaryDirectory(prefix="kdsl-link-") as tmp:
             obj, lib = Path(tmp, "kernel.o"), Path(tmp, "kernel.so")
             write_file(obj, code)
-            result = subprocess.run([ld, "-shared", "-o", str(lib), str(obj), "-lm",
-                                     *vector_math_libraries(code)], capture_output=True)
+            # libm only where the code calls out (searching for it is half the link)
+            libraries = ["-lm", *vector_math_libraries(code)] if has_undefined_symbols(code) else []
+            result = subprocess.run([ld, "-shared", "-o", str(lib), str(obj), *libraries],
+                                    capture_output=True)
             if result.returncode != 0:
                 return None
             return lib.read_bytes()
@@ -145,6 +150,29 @@ def vector_math_libraries(code: bytes) -> list[str]:
     return [] if path is None else [f"-l:{path}"]
 
 
+def has_undefined_symbols(code: bytes) -> bool:
+    """Whether an ELF64 little-endian object refers to symbols it does not define (calls
+    into libm or libc); True for anything else, where nothing is assumed."""
+    try:
+        if code[:6] != b"\x7fELF\x02\x01":
+            return True
+        (shoff,) = struct.unpack_from("<Q", code, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", code, 0x3A)
+        for k in range(shnum):
+            header = shoff + k * shentsize
+            (kind,) = struct.unpack_from("<I", code, header + 4)
+            if kind != 2:  # SHT_SYMTAB
+                continue
+            offset, size = struct.unpack_from("<QQ", code, header + 0x18)
+            for entry in range(offset + 24, offset + size, 24):  # entry 0 is the null symbol
+                name, _, _, section = struct.unpack_from("<IBBH", code, entry)
+                if section == 0 and name != 0:
+                    return True
+        return False
+    except struct.error:
+        return True
+
+
 def write_file(path: Path, data: bytes) -> None:
     """Writes a file the linker reads (one place a full disk shows)."""
     path.write_bytes(data)
@@ -153,9 +181,12 @@ def write_file(path: Path, data: bytes) -> None:
 def scratch_dir() -> str:
     path = _state.get("scratch")
     if path is None:
+        import atexit
+        import shutil
+        import tempfile
+
         path = tempfile.mkdtemp(prefix="kdsl-")
         _state["scratch"] = path
-        import atexit
 
         atexit.register(shutil.rmtree, path, True)
     return path

@@ -414,6 +414,9 @@ class ParallelLoops:
         name = f"{self.kernel.name}.parallel.{self.region_count}"
         fn = ir.Function(self.module, ir.FunctionType(void, [i8_ptr]), name)
         fn.linkage = "internal"
+        # called directly by a team of one too: never inlined there (a second copy of the
+        # loop, vectorised again, for nothing but compile time)
+        fn.attributes.add("noinline")
         saved = (self.scalar.builder, self.status, dict(self.values), self.in_parallel,
                  dict(self.private_copies), self.single_thread)
         self._start_function(fn)

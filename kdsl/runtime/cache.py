@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -66,6 +65,8 @@ def load(key: str) -> tuple[Path, dict, bytes] | None:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -85,6 +85,7 @@ class Kernel:
         self._annotations: list[Any] | None = None
         self._names: list[str] | None = None
         self._hidden: HiddenArguments | None = None
+        self._scanned: Dependencies | None = None  # the scan that found _hidden
         self._code_read: Any = fn.__code__  # what the three above were found for
         self._fast: FastCall | None = None  # the compiled call path of the last specialisation
         self._fast_calls: dict[Any, FastCall | None] = {}  # by specialisation key
@@ -109,7 +110,11 @@ class Kernel:
         """The Python path: every argument typed and checked (the first call, arguments
         the compiled call path does not take, kernels with hidden arguments)."""
         self._forget_if_recoded()
-        hidden = self._hidden if self._hidden is not None else self._find_hidden()
+        if self._hidden is None:
+            hidden = self._find_hidden()  # its scan of the dependencies serves _specialise
+        else:
+            hidden = self._hidden
+            self._scanned = None  # an older scan: the globals may have changed since
         if hidden:  # captured arrays and the random stream: hidden arguments
             self._check_count(args)
             args = (*args, *hidden.read(self.__name__))
@@ -168,6 +173,7 @@ class Kernel:
         from kdsl.runtime.hidden_arguments import HiddenArguments
 
         deps = scan_dependencies(self.py_function)
+        self._scanned = deps
         self._hidden = HiddenArguments(tuple(deps.arrays), deps.uses_random)
         return self._hidden
 
@@ -228,7 +234,9 @@ class Kernel:
         compiled: CompiledKernel | CudaCompiledKernel
         with self._lock, compile_report(self.__name__):
             with timed("dependencies"):
-                deps = scan_dependencies(self.py_function)
+                deps = (self._scanned if self._scanned is not None
+                        else scan_dependencies(self.py_function))
+                self._scanned = None
             if on_device:
                 from kdsl.runtime.cuda.compiled import compile_cuda_kernel
 

@@ -7,7 +7,6 @@ Compiled modules receive these as a table of pointers through their init functio
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import struct
 import sys
@@ -151,11 +150,18 @@ def _load_with_wait_policy(name: str) -> ctypes.CDLL:
 
 
 def _openmp() -> list[int] | None:
-    name = ctypes.util.find_library("gomp") or "libgomp.so.1"
-    try:
-        lib = _load_with_wait_policy(name)
+    try:  # the usual soname first: find_library runs ldconfig (milliseconds)
+        lib = _load_with_wait_policy("libgomp.so.1")
     except OSError:
-        return None
+        import ctypes.util
+
+        name = ctypes.util.find_library("gomp")
+        if name is None:
+            return None
+        try:
+            lib = _load_with_wait_policy(name)
+        except OSError:
+            return None
     _keep_alive.append(lib)
     # libgomp's threads do not survive fork(): a child (a multiprocessing Pool started
     # with fork) runs its parallel loops serially instead of waiting for them forever

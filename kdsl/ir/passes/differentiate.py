@@ -9,8 +9,6 @@ from kdsl.ir.core import Module
 
 
 def run(module: Module, options: Any = None) -> None:
-    from kdsl.ir.autodiff.gradient import GradientSpec, differentiate, strip_stop_gradients
-
     argnums = getattr(options, "gradient", None)
     tangent = getattr(options, "tangent", None)
     if tangent is not None:
@@ -22,5 +20,10 @@ def run(module: Module, options: Any = None) -> None:
 
         vector_jacobian_product(module, tuple(argnums))
     elif argnums is not None:
+        from kdsl.ir.autodiff.gradient import GradientSpec, differentiate
+
         differentiate(module, GradientSpec(tuple(argnums)))
-    strip_stop_gradients(module)
+    if any(op.name == "stop_gradient" for op in module.kernel.body.walk()):
+        from kdsl.ir.autodiff.gradient import strip_stop_gradients
+
+        strip_stop_gradients(module)

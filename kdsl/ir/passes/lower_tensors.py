@@ -192,11 +192,13 @@ class TensorLowerer:
         offset = len(index) - v.type.ndim
         if self.direct:
             return self.value("array_load", v, *index[offset:])
+        # index * min(size - 1, 1) is 0 on a size-1 axis: unlike a select on a
+        # loop-invariant condition, nothing LLVM unswitches into a loop copy per axis
+        one = self.constant(1, T.i64)
         indices = []
         for axis, size in enumerate(self.dims(v)):
-            i = index[offset + axis]
-            is_one = self.value("eq", size, self.constant(1, T.i64))
-            indices.append(self.value("select", is_one, self.constant(0, T.i64), i))
+            keep = self.value("min", self.value("sub", size, one), one)
+            indices.append(self.value("mul", index[offset + axis], keep))
         return self.value("array_load", v, *indices)
 
     def min_max_with_nan(self, fn: str, a: Value, b: Value) -> Value:

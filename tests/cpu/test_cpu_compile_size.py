@@ -1,0 +1,56 @@
+"""How much machine code a kernel becomes: a tensor statement's broadcasting loop version
+stays one loop (LLVM would otherwise copy it once per operand axis that may be 1).
+Checked on the optimised LLVM IR, with differential tests of the broadcasting results
+against NumPy and ``kernel.python``."""
+
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+
+@kd.kernel
+def five_operands(a: kd.Array[kd.f32, 2], b: kd.Array[kd.f32, 2], c: kd.Array[kd.f32, 2],
+                  d: kd.Array[kd.f32, 2], e: kd.Array[kd.f32, 2], out: kd.Array[kd.f32, 2]):
+    out[:, :] = 0.25 * (a + b - c + d) * e
+
+
+def _vector_loops(llvm_ir: str) -> int:
+    return sum(line.startswith("vector.body") for line in llvm_ir.splitlines())
+
+
+def test_a_broadcasting_statement_is_not_copied_per_operand_axis():
+    arrays = [np.ones((8, 8), np.float32) for _ in range(6)]
+    optimized = five_operands.llvm_ir(*arrays, optimized=True)
+    # the plain version and the broadcasting one, each vectorised at most a few times
+    assert _vector_loops(optimized) <= 8
+
+
+@pytest.mark.parametrize("shapes", [
+    [(5, 7)] * 5,
+    [(1, 7), (5, 1), (5, 7), (1, 1), (5, 7)],
+    [(5, 7), (5, 7), (1, 7), (5, 7), (5, 1)],
+])
+def test_five_operands_broadcast_as_numpy_does(shapes, rng):
+    a, b, c, d, e = (rng.uniform(0.5, 2.0, s).astype(np.float32) for s in shapes)
+    out = np.zeros((5, 7), np.float32)
+    five_operands(a, b, c, d, e, out)
+    want = (np.float32(0.25) * (a + b - c + d) * e).astype(np.float32)
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    reference = np.zeros_like(out)
+    five_operands.python(a, b, c, d, e, reference)
+    np.testing.assert_allclose(out, reference, rtol=1e-6)
+
+
+def test_a_size_one_target_axis_takes_size_one_operands(rng):
+    a, b, c, d, e = (rng.uniform(0.5, 2.0, (1, 3)).astype(np.float32) for _ in range(5))
+    out = np.zeros((1, 3), np.float32)
+    five_operands(a, b, c, d, e, out)
+    np.testing.assert_allclose(out, np.float32(0.25) * (a + b - c + d) * e, rtol=1e-6)
+
+
+def test_an_operand_that_does_not_broadcast_is_a_shape_error(rng):
+    arrays = [rng.uniform(0.5, 2.0, (5, 7)).astype(np.float32) for _ in range(5)]
+    arrays[2] = np.ones((2, 7), np.float32)
+    with pytest.raises(ValueError, match="shapes"):
+        five_operands(*arrays, np.zeros((5, 7), np.float32))
