@@ -80,6 +80,38 @@ def check_width_one_of_two() -> None:
     assert np.all(a[0, :] == -1.0) and np.all(a[-1, :] == -1.0)
 
 
+def expect_error(kind: type[Exception], words: str, call, *args, **kwargs) -> None:  # noqa: ANN001
+    """``call(*args, **kwargs)`` raises ``kind`` with ``words`` in its message."""
+    try:
+        call(*args, **kwargs)
+    except kind as error:
+        assert words in str(error), (words, str(error))
+    else:
+        raise AssertionError(f"{call.__name__}{args} did not raise {kind.__name__}")
+
+
+def check_bad_input() -> None:
+    expect_error(ValueError, "1, 2 or 3 axes", kdd.Grid, (4, 4, 4, 4))
+    expect_error(ValueError, "positive integers", kdd.Grid, (8, 0))
+    expect_error(ValueError, "ghost", kdd.Grid, (8, 8), ghost=-1)
+    expect_error(ValueError, "periodic", kdd.Grid, (8, 8), periodic=(True,))
+    expect_error(ValueError, "dims", kdd.Grid, (8, 8), dims=(SIZE + 1, 1))
+    expect_error(ValueError, "too small", kdd.Grid, (SIZE * 2 - 1,), ghost=2)
+    grid = kdd.Grid((8 * SIZE, 6), ghost=1)
+    a = grid.zeros(np.float32)
+    expect_error(ValueError, "width", grid.halo_exchange, a, width=2)
+    expect_error(ValueError, "shape", grid.halo_exchange, a[1:])
+    expect_error(ValueError, "shape", grid.gather, a[:, 1:])
+    pos = np.zeros((3, 2), np.float32)
+    expect_error(ValueError, "positions", kdd.Particles, grid, np.zeros((3, 3), np.float32))
+    expect_error(ValueError, "box", kdd.Particles, grid, pos, box=(1.0, -1.0))
+    expect_error(ValueError, "'vel'", kdd.Particles, grid, pos, vel=np.zeros((2, 2)))
+    particles = kdd.Particles(grid, pos)
+    expect_error(ValueError, "cutoff", particles.ghosts, -1.0)
+    expect_error(ValueError, "unknown particle fields", particles.ghosts, 1.0, fields=("m",))
+    expect_error(TypeError, "allreduce", kdd.allreduce, "text")
+
+
 def check_reductions() -> None:
     assert kdd.allreduce(RANK + 1) == SIZE * (SIZE + 1) // 2
     assert kdd.allreduce(float(RANK), op="max") == float(SIZE - 1)
@@ -213,6 +245,7 @@ def main() -> None:
     check_halo_exchange()
     check_width_one_of_two()
     check_reductions()
+    check_bad_input()
     check_cuda_staging()
     check_heat_solver()
     check_particles()
