@@ -84,6 +84,10 @@ class DistributedSystem:
 
     def forces(self) -> float:
         """Fills the owned particles' accelerations; returns the total potential energy."""
+        return float(kdd.allreduce(self.owned_forces()))
+
+    def owned_forces(self) -> np.float32:
+        """Fills the owned particles' accelerations; returns their potential energy."""
         p = self.particles
         ghosts = p.ghosts(GHOST_REACH, shift_periodic=False)
         ids = np.concatenate([p.ids, ghosts.ids])
@@ -94,9 +98,9 @@ class DistributedSystem:
         owned = where[:p.n].astype(np.int32)
         particle_cell = np.zeros(len(pos), np.int32)
         cell_particles = np.zeros(len(pos), np.int32)
-        potential = owned_forces(pos, owned, p["acc"], self.box, self.ncell, self.cell_start,
-                                 self.cell_fill, particle_cell, cell_particles)
-        return float(kdd.allreduce(np.float32(potential)))
+        return np.float32(owned_forces(pos, owned, p["acc"], self.box, self.ncell,
+                                       self.cell_start, self.cell_fill, particle_cell,
+                                       cell_particles))
 
     def kinetic(self) -> float:
         return float(kdd.allreduce(np.float32(lj.kinetic_energy(self.particles["vel"]))))
@@ -111,8 +115,9 @@ class DistributedSystem:
         for step in range(steps):
             drift(p.pos, p["vel"], p["acc"], self.box, dt)
             p.migrate()
-            potential = self.forces()
-            kinetic = kdd.allreduce(np.float32(second_kick(p["vel"], p["acc"], dt)))
+            potential = self.owned_forces()
+            kinetic = np.float32(second_kick(p["vel"], p["acc"], dt))
+            kinetic, potential = kdd.allreduce(np.array([kinetic, potential]))
             if coupling > 0.0:
                 kinetic = rescale(p["vel"], kinetic, self.total, temperature, coupling)
             energy[step] = kinetic, potential

@@ -26,21 +26,34 @@ if TYPE_CHECKING:
 def exchange_rows(comm: Any, arrays: Sequence[np.ndarray], rows: np.ndarray,
                   destinations: np.ndarray) -> list[np.ndarray]:
     """Sends row ``rows[k]`` of every array to rank ``destinations[k]`` (a row may go to
-    several ranks) and returns the rows this rank received, in source-rank order."""
+    several ranks) and returns the rows this rank received, in source-rank order.
+
+    The rows of all arrays travel together, as bytes: one ``Alltoall`` of the counts and
+    one ``Alltoallv``, however many arrays there are.
+    """
     order = np.argsort(destinations, kind="stable")
     rows, destinations = rows[order], destinations[order]
     size = comm.Get_size()
-    send_counts = np.bincount(destinations, minlength=size).astype(np.int32)
-    recv_counts = np.empty(size, np.int32)
+    send_counts = np.bincount(destinations, minlength=size).astype(np.int64)
+    recv_counts = np.empty(size, np.int64)
     comm.Alltoall(send_counts, recv_counts)
-    received = []
-    for array in arrays:
-        row_size = int(np.prod(array.shape[1:], dtype=np.int64))
-        send = np.ascontiguousarray(array[rows])
-        recv = np.empty((int(recv_counts.sum()),) + array.shape[1:], array.dtype)
-        comm.Alltoallv([send, send_counts * row_size], [recv, recv_counts * row_size])
-        received.append(recv)
-    return received
+    row_bytes = [int(np.prod(a.shape[1:], dtype=np.int64)) * a.itemsize for a in arrays]
+    record = sum(row_bytes)
+    send = np.empty((len(rows), record), np.uint8)
+    column = 0
+    for array, width in zip(arrays, row_bytes):
+        picked = np.ascontiguousarray(array[rows])
+        send[:, column:column + width] = picked.view(np.uint8).reshape(len(rows), width)
+        column += width
+    received = np.empty((int(recv_counts.sum()), record), np.uint8)
+    comm.Alltoallv([send, send_counts * record], [received, recv_counts * record])
+    result = []
+    column = 0
+    for array, width in zip(arrays, row_bytes):
+        part = np.ascontiguousarray(received[:, column:column + width])
+        result.append(part.view(array.dtype).reshape((len(received),) + array.shape[1:]))
+        column += width
+    return result
 
 
 @dataclass
