@@ -4,8 +4,9 @@ Launches ``mpiexec`` jobs of itself and prints three tables:
 
 - halo exchange: one ``grid.halo_exchange`` of a 1024^2 float32 grid (periodic, one ghost
   layer) split over 2 and 4 ranks: time per exchange (the slowest rank's mean), the bytes
-  all ranks receive, and the time those bytes take at this machine's memory-copy speed
-  (``np.copyto`` of 64 MiB);
+  all ranks receive, the time those bytes take at this machine's memory-copy speed
+  (``np.copyto`` of 64 MiB), and the time of the bare messages (the same sizes between
+  contiguous buffers, nothing packed: the floor of any exchange through mpi4py);
 - weak scaling of the grid solver (the heat-diffusion gallery's red-black SOR, a fixed
   number of iterations, two halo exchanges and a max-allreduce per iteration): about the
   same cells per rank on 1 and 2 ranks (1024^2 and 1448^2); efficiency = cell updates per second per rank against
@@ -58,8 +59,32 @@ def halo_worker(size: int, exchanges: int) -> dict[str, float]:
     for axis in range(grid.ndim):
         face = int(np.prod(shape)) // shape[axis] * u.itemsize
         received += 2 * face if grid.dims[axis] > 1 or grid.periodic[axis] else 0
-    return {"seconds": grid.comm.allreduce(elapsed, op=kdd.mpi().MAX),
+    bare = bare_messages(grid, shape, exchanges)
+    MPI = kdd.mpi()
+    return {"seconds": grid.comm.allreduce(elapsed, op=MPI.MAX),
+            "bare": grid.comm.allreduce(bare, op=MPI.MAX),
             "bytes": grid.comm.allreduce(received)}
+
+
+def bare_messages(grid: object, shape: tuple[int, ...], exchanges: int) -> float:
+    """The floor under any halo exchange through mpi4py: the same messages (two per axis
+    and direction, the same sizes) between preallocated contiguous buffers, nothing
+    packed or unpacked; seconds per exchange."""
+    from mpi4py import MPI
+
+    plans = []
+    for axis in range(grid.ndim):  # type: ignore[attr-defined]
+        low, high = grid.neighbours[axis]  # type: ignore[attr-defined]
+        face = int(np.prod(shape)) // shape[axis]
+        plans.append((low, high, [np.zeros(face, np.float32) for _ in range(4)], axis))
+    comm = grid.comm  # type: ignore[attr-defined]
+    comm.Barrier()
+    start = time.perf_counter()
+    for _ in range(exchanges):
+        for low, high, (a, b, c, d), axis in plans:
+            MPI.Request.Waitall([comm.Irecv(a, low, 2 * axis), comm.Irecv(b, high, 2 * axis + 1),
+                                 comm.Isend(c, high, 2 * axis), comm.Isend(d, low, 2 * axis + 1)])
+    return (time.perf_counter() - start) / exchanges
 
 
 def solver_worker(size: int, iterations: int) -> dict[str, float]:
@@ -170,11 +195,13 @@ def main() -> None:
                              for r in (2, 4)})
     print(f"\nhalo exchange, {halo_size}^2 f32, periodic, ghost 1 "
           f"(memory copy: {bandwidth / 1e9:.1f} GB/s)")
-    print(f"{'ranks':>6} {'per exchange':>14} {'bytes':>9} {'at memcpy speed':>16} {'ratio':>7}")
+    print(f"{'ranks':>6} {'per exchange':>14} {'bytes':>9} {'at memcpy speed':>16} {'ratio':>7}"
+          f" {'bare messages':>14}")
     for name, run in halo.items():
         ideal = run["bytes"] / bandwidth
         print(f"{name.split()[0]:>6} {run['seconds'] * 1e6:>11.1f} us {int(run['bytes']):>9d} "
-              f"{ideal * 1e6:>13.2f} us {run['seconds'] / ideal:>7.1f}")
+              f"{ideal * 1e6:>13.2f} us {run['seconds'] / ideal:>7.1f} "
+              f"{run['bare'] * 1e6:>11.1f} us")
 
     solver = best_of(repeats, {
         "1x1 weak": (1, 1, "solver", weak, iterations),

@@ -14,6 +14,7 @@ import numpy as np
 
 import kdsl as kd
 import kdsl.distributed as kdd
+from kdsl.distributed import halo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "gallery"))
 
@@ -53,11 +54,16 @@ def check_halo_exchange() -> None:
         grid.halo_exchange(contiguous)
         grid.halo_exchange(contiguous)          # the persistent requests, reused
         assert np.array_equal(contiguous, expected), (shape, periodic, ghost)
+        # C-contiguous arrays are sent from their own memory, by MPI datatypes
+        assert all(isinstance(plan, halo.DirectPlan) for plan in grid._exchanges._plans.values())
         # a strided array (Fortran order) goes through the packed path
         strided = np.asfortranarray(np.zeros_like(contiguous))
         strided[grid.interior] = field[grid.local_slices]
         grid.halo_exchange(strided)
         assert np.array_equal(strided, expected), (shape, periodic, ghost, "strided")
+        if not strided.flags.c_contiguous:
+            last = next(reversed(grid._exchanges._plans.values()))
+            assert isinstance(last, halo.PackedPlan)
         gathered = grid.gather(contiguous)
         if RANK == 0:
             assert np.array_equal(gathered, field)
