@@ -71,6 +71,7 @@ def _grow_until_stable(step: Callable[[Mark], None]) -> None:
 def varied_values(body: Block, roots: Iterable[Value]) -> tuple[set[Value], set[Value]]:
     """The float values and the arrays that depend on ``roots`` (arguments)."""
     from kdsl.ir.autodiff.memory import array_bases
+    from kdsl.ir.autodiff.tensor_rules import TENSOR_OPS, tensor_activity
 
     bases = array_bases(body)
     varied: set[Value] = set()
@@ -96,6 +97,8 @@ def varied_values(body: Block, roots: Iterable[Value]) -> tuple[set[Value], set[
                     mark([bases.get(target, target), target], arrays)
             elif op.name == "stop_gradient":
                 continue
+            elif op.name in TENSOR_OPS:
+                tensor_activity(op, varied, arrays, bases, mark)
             elif any(v in varied for v in op.operands):
                 mark([r for r in op.results if is_float(r.type)], varied)
 

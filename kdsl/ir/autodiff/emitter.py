@@ -199,6 +199,11 @@ class AdjointEmitter:
                 self.clone(op, m, recompute)
                 if op.name == "array_new" and op.result in self.varied_arrays:
                     self.adjoint_arrays[op.result] = zeros_like_array(self, m[op.result])
+                elif op.name in ("array_view", "array_transpose") and (
+                        op.operands[0] in self.adjoint_arrays):  # the same view of the adjoint
+                    self.adjoint_arrays[op.result] = self.b.value(
+                        op.name, self.adjoint_arrays[op.operands[0]],
+                        *(m.get(v, v) for v in op.operands[1:]), **op.attrs)
         return tapes
 
     def skipped_when_recomputing(self, op: Operation) -> bool:

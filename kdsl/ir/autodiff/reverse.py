@@ -18,6 +18,12 @@ from kdsl.ir.autodiff.emitter import (
     located_error,
 )
 from kdsl.ir.autodiff.memory import array_bases, copy_elements, snapshot_storage, written_state
+from kdsl.ir.autodiff.tensor_rules import (
+    REVERSED_HERE,
+    TensorAdjoints,
+    check_tensor_ops,
+    flush_tensor_adjoints,
+)
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import lookup
 from kdsl.ir.structured import ForOp, IfOp, ParallelForOp, WhileOp
@@ -88,6 +94,11 @@ class ReverseSweep(AdjointEmitter):
         for op in reversed(ops):
             if op.name in ("yield", "condition", "return"):
                 continue
+            if op.name in REVERSED_HERE:
+                TensorAdjoints.of(self, op).reverse(op, m)
+                self._mapping = m
+                continue
+            flush_tensor_adjoints(self, op)  # before anything else reads the adjoint arrays
             if op.name in ("array_store", "atomic_rmw"):
                 self._reverse_store(op, m)
                 continue
@@ -122,6 +133,7 @@ class ReverseSweep(AdjointEmitter):
             else:
                 self._reverse_op(op, m)
             self._mapping = m
+        flush_tensor_adjoints(self)
 
     def _reverse_custom_gradient(self, op: Operation, m: dict[Value, Value]) -> None:
         """A func with a hand-written gradient: call it with the arguments and the adjoint
@@ -457,12 +469,10 @@ class ReverseSweep(AdjointEmitter):
 def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Value],
                          stateful: set[Value]) -> None:
     """Constructs whose gradient would not be exact are located errors."""
+    check_tensor_ops(body, varied, varied_arrays)
     bases = array_bases(body)
     used = {v for op in body.walk() for v in op.operands}
     for op in body.walk():
-        if op.name in ("tensor_map", "tensor_reduce", "tensor_assign", "tensor_matmul"):
-            raise located_error(
-                "whole-array expressions cannot be differentiated yet; write the loop", op.location)
         if op.name in ("array_store", "atomic_rmw"):
             target = op.operands[0]
             array = bases.get(target, target)
@@ -491,7 +501,8 @@ def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Val
                     raise located_error(
                         f"a '{kind}' reduction cannot be differentiated yet", op.location)
         if not op.regions and op.name not in ("array_load", "array_store", "atomic_rmw",
-                                              "yield", "condition", "return", "call"):
+                                              "yield", "condition", "return", "call",
+                                              *REVERSED_HERE):
             if any(r in varied for r in op.results) and lookup(op.name).adjoint is None:
                 raise located_error(
                     f"'{op.name}' has no derivative rule; its result cannot be differentiated",

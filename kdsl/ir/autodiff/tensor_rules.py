@@ -1,0 +1,845 @@
+"""Adjoints of whole-array (tensor) ops, as whole-array ops.
+
+The reverse sweep gives each tensor op an adjoint made of tensor ops, before the tensor
+lowering, so that the existing lowering and fusion compile the way back as they compile
+the way forward:
+
+- an elementwise op (``tensor_map``) gets the elementwise adjoint of its scalar rule
+  (rules.py), applied to arrays; an operand that was broadcast receives the sum of its
+  adjoint over the broadcast axes (a ``tensor_reduce``);
+- ``a @ b`` gets matmuls: ``da = g @ b.T``, ``db = a.T @ g`` (for a matrix times a
+  vector, ``da`` is the outer product ``g[:, None] * b[None, :]``);
+- ``kd.sum``/``kd.mean`` spread their adjoint back over the reduced axes (broadcast);
+  ``kd.max``/``kd.min`` route it to the elements equal to the result, shared equally
+  among ties (as ``torch.amax`` and JAX do);
+- views (slices, new axes, transposes) differentiate as views: the adjoint of a view of
+  an array is added into the same view of the array's adjoint;
+- ``dest[...] = expr`` passes the adjoint of the destination's elements to ``expr`` and
+  clears it (the old values were overwritten); ``dest[...] += expr`` passes it unchanged.
+
+Adjoint of an array value: an expression (array or scalar) that broadcasts to the value's
+shape, in NumPy's sense. Whether an axis has size 1 must be known when compiling (a new
+axis, ``keepdims``, a scalar): an operand whose axis has size 1 only at run time while
+the result's does not is a run-time error under a gradient (the summation over that axis
+would have to be chosen at run time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from kdsl import types as T
+from kdsl.errors import CompileError
+from kdsl.ir.analysis import definitions, users
+from kdsl.ir.autodiff.rules import ADJOINT_RULES, PIECEWISE_CONSTANT, STRUCTURAL_RULES
+from kdsl.ir.core import Block, Operation, Value
+from kdsl.ir.effects import has_side_effects
+
+if TYPE_CHECKING:
+    from kdsl.ir.autodiff.reverse import ReverseSweep
+
+TENSOR_OPS = ("tensor_map", "tensor_reduce", "tensor_matmul", "tensor_assign")
+VIEW_OPS = ("array_view", "array_transpose")
+REVERSED_HERE = TENSOR_OPS + VIEW_OPS
+"""Ops whose adjoint this module emits (views only when they view an array value that
+varies)."""
+
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not")
+_RULE_ALIASES = {"minimum": "min", "maximum": "max", "fmin": "min", "fmax": "max"}
+_ROUTING_FNS = frozenset({"select", "min", "max", "minimum", "maximum", "fmin", "fmax", "abs",
+                          "clamp", "copysign"})
+_LINEAR_FNS = ("add", "sub", "neg")
+_TOUCHES_ADJOINTS = ("array_load", "array_store", "atomic_rmw", "call")
+_FULL_SLICE = ("slice", False, False, False)
+Pattern = tuple[str, ...]
+"""Per axis: '1' where the size is 1 whatever the arguments (a new axis, keepdims), '?'
+where it is known only at run time."""
+
+
+def _is_array(v: Value) -> bool:
+    return isinstance(v.type, T.ArrayType)
+
+
+def _float_array(v: Value) -> bool:
+    return _is_array(v) and T.element_scalar(v.type.dtype).is_float
+
+
+def _element(v: Value) -> Any:
+    return v.type.dtype if _is_array(v) else v.type
+
+
+def _broadcast(patterns: Iterable[Pattern]) -> Pattern:
+    patterns = list(patterns)
+    ndim = max((len(p) for p in patterns), default=0)
+    out = []
+    for k in range(ndim):
+        sizes = [p[k - (ndim - len(p))] for p in patterns if k - (ndim - len(p)) >= 0]
+        out.append("?" if "?" in sizes else "1")
+    return tuple(out)
+
+
+# --- activity and checks -----------------------------------------------------------------
+
+
+def tensor_activity(op: Operation, varied: set[Value], arrays: set[Value],
+                    bases: dict[Value, Value], mark: Callable[[Iterable[Value], set[Value]], None]
+                    ) -> None:
+    """The activity of a tensor op: its result varies when an operand does (arrays go
+    into ``arrays``, scalars into ``varied``); an assignment of values that vary makes
+    its destination (and the array it views) vary."""
+    if not any(v in varied or v in arrays for v in op.operands):
+        return
+    if op.name == "tensor_assign":
+        dest, source = op.operands
+        if source in varied or (source in arrays and _float_array(source)):
+            mark([bases.get(dest, dest), dest], arrays)
+        return
+    result = op.result
+    if _float_array(result):
+        mark([result], arrays)
+    elif isinstance(result.type, T.ScalarType) and result.type.is_float:
+        mark([result], varied)
+
+
+def _root(v: Value, defs: dict[Value, Operation]) -> Value:
+    op = defs.get(v)
+    while op is not None and op.name in VIEW_OPS + ("cast",) and _is_array(op.operands[0]):
+        v = op.operands[0]
+        op = defs.get(v)
+    return v
+
+
+def _is_memory(v: Value, defs: dict[Value, Operation]) -> bool:
+    """An array with storage of its own: an argument or a temporary (``kd.zeros``)."""
+    op = defs.get(v)
+    return op is None or op.name == "array_new"
+
+
+def _touched(op: Operation, defs: dict[Value, Operation]) -> set[Value]:
+    """The arrays whose elements ``op`` (or an op inside it) reads or writes."""
+    return {_root(v, defs) for inner in op.walk() for v in inner.operands
+            if _is_array(v) and inner.name not in VIEW_OPS + ("array_dim", "cast")}
+
+
+def _written(op: Operation, defs: dict[Value, Operation]) -> set[Value]:
+    return {_root(inner.operands[0], defs) for inner in op.walk()
+            if inner.name in ("tensor_assign", "array_store", "atomic_rmw")}
+
+
+def _linear_read(op: Operation, v: Value) -> bool:
+    """Whether ``op`` reads array ``v`` only where its adjoint needs no values of it."""
+    if op.name == "tensor_map":
+        return op.attrs["fn"] in _LINEAR_FNS
+    if op.name == "tensor_reduce":
+        return op.attrs["kind"] in ("sum", "mean")
+    return op.name in ("tensor_assign",) + VIEW_OPS or op.name == "array_dim"
+
+
+def check_tensor_ops(body: Block, varied: set[Value], varied_arrays: set[Value]) -> None:
+    """Tensor ops under a gradient that would not give exact gradients yet: located
+    errors."""
+    defs = definitions(body)
+    uses = users(body)
+    for op in body.walk():
+        if op.name not in TENSOR_OPS + VIEW_OPS:
+            continue
+        active = any(v in varied or v in varied_arrays for v in op.operands)
+        if not active:
+            continue
+        if op.name in ("tensor_map", "tensor_reduce"):
+            for v in op.operands:
+                if _is_array(v) and not isinstance(v.type.dtype, T.ScalarType) and v in varied_arrays:
+                    raise CompileError("whole-array expressions of vectors or matrices cannot "
+                                       "be differentiated yet; write the loop", op.location)
+        if op.name == "tensor_assign":
+            dest = op.operands[0]
+            root = _root(dest, defs)
+            if dest in varied_arrays and defs.get(root) is None:
+                raise CompileError(
+                    "assigning into an argument with a whole-array expression cannot be "
+                    "differentiated yet; assign into a temporary (kd.zeros_like)", op.location)
+            if op.parent is not body and dest in varied_arrays:
+                raise CompileError(
+                    "a whole-array assignment inside a loop cannot be differentiated yet",
+                    op.location)
+        for r in op.results:
+            if r not in varied_arrays or _is_memory(_root(r, defs), defs):
+                continue
+            for user in uses.get(r, []):
+                if user.parent is not op.parent:
+                    raise CompileError(
+                        "a whole-array value used inside a nested loop or branch cannot be "
+                        "differentiated yet; use it where it is made", user.location)
+                if user.name not in REVERSED_HERE + ("array_dim",):
+                    raise CompileError(
+                        "reading elements of a whole-array expression cannot be "
+                        "differentiated yet; assign it into an array first", user.location)
+    _check_overwrites(body, defs, varied_arrays)
+
+
+def _check_overwrites(body: Block, defs: dict[Value, Operation], varied_arrays: set[Value]
+                      ) -> None:
+    """An array read (where its adjoint needs its values) and then overwritten by a
+    whole-array assignment: the old values are not kept."""
+    read_before: dict[Value, Operation] = {}
+    for op in body.ops:
+        if op.name == "tensor_assign" and op.operands[0] in varied_arrays:
+            root = _root(op.operands[0], defs)
+            if root in read_before:
+                raise CompileError(
+                    f"this assignment overwrites an array read before (line "
+                    f"{read_before[root].location.line}) whose old values its gradient needs; "
+                    "they are not kept yet: assign into a new array", op.location)
+        for inner in op.walk():
+            for v in inner.operands:
+                if _is_array(v) and not _linear_read(inner, v):
+                    root = _root(v, defs)
+                    if any(w.name == "tensor_assign" for w in body.ops) and root in varied_arrays:
+                        read_before.setdefault(root, inner)
+
+
+# --- the reverse sweep of tensor ops -------------------------------------------------------
+
+
+class _ElementwiseEmitter:
+    """What a scalar adjoint rule (rules.py) sees, building tensor ops instead: each op
+    it makes is elementwise over broadcast arrays."""
+
+    def __init__(self, tensors: TensorAdjoints, op: Operation, guard: bool) -> None:
+        self.t = tensors
+        self.forward_op = op
+        self.guard = guard
+        self.current = op
+        self._result: Value | None = None
+
+    def op(self, name: str, *operands: Value, **attrs: Any) -> Value:
+        if attrs:
+            raise CompileError(f"'{name}' cannot be differentiated in a whole-array "
+                               "expression yet", self.forward_op.location)
+        return self.t.map(name, list(operands))
+
+    def const(self, value: float, t: Any) -> Value:
+        scalar = T.element_scalar(t.dtype if isinstance(t, T.ArrayType) else t)
+        if not scalar.is_float:
+            scalar = T.f64
+        return self.t.b.constant(value, scalar)
+
+    def zero(self, t: Any) -> Value:
+        return self.const(0.0, t)
+
+    def guarded(self, g: Value, value: Value) -> Value:
+        if not self.guard:
+            return value
+        is_zero = self.op("eq", g, self.const(0.0, _element(g)))
+        return self.op("select", is_zero, self.const(0.0, _element(value)), value)
+
+    def scaled(self, g: Value, derivative: Value) -> Value:
+        return self.guarded(g, self.op("mul", g, derivative))
+
+    def result(self, op: Operation) -> Value:
+        if self._result is None:
+            self._result = self.t.primal(op.result)
+        return self._result
+
+
+class TensorAdjoints:
+    """The adjoints of a function's array values, kept by a reverse sweep."""
+
+    def __init__(self, sweep: ReverseSweep, root: Block) -> None:
+        self.sweep = sweep
+        self.b = sweep.b
+        self.defs = definitions(root)
+        self.users = users(root)
+        self.patterns: dict[Value, Pattern] = {}
+        self.lazy: dict[Value, Value] = {}  # adjoint expressions of array values
+        self.memory: dict[Value, Value] = {}  # adjoint storage of viewed array values
+        self.pending: dict[Value, Value] = {}  # adjoint storage -> what to add into it
+        self.recomputed: dict[tuple[Value, int], Value] = {}
+        self.dims: dict[tuple[Value, int, int], Value] = {}
+        self.m: dict[Value, Value] = {}
+        self.written = {v for op in root.walk() for v in _written(op, self.defs)}
+        self.routed = self._routed(root)
+        self.order = {op: k for k, op in enumerate(root.walk())}
+
+    @staticmethod
+    def of(sweep: ReverseSweep, op: Operation) -> TensorAdjoints:
+        found: TensorAdjoints | None = getattr(sweep, "tensor_adjoints", None)
+        if found is None:
+            block = op.parent
+            while block is not None and block.parent is not None:
+                assert block.parent.parent is not None
+                block = block.parent.parent
+            assert block is not None
+            found = TensorAdjoints(sweep, block)
+            sweep.tensor_adjoints = found  # type: ignore[attr-defined]
+        return found
+
+    # --- shapes ---------------------------------------------------------------------
+
+    def pattern(self, v: Value) -> Pattern:
+        if not _is_array(v):
+            return ()
+        found = self.patterns.get(v)
+        if found is not None:
+            return found
+        op = self.defs.get(v)
+        ndim = v.type.ndim
+        p: Pattern = ("?",) * ndim
+        if op is None:
+            pass
+        elif op.name == "tensor_map":
+            p = _broadcast(self.pattern(o) for o in op.operands)
+        elif op.name == "tensor_reduce":
+            source = self.pattern(op.operands[0])
+            axis = op.attrs["axis"]
+            if axis is None:
+                p = ("1",) * ndim
+            elif op.attrs["keepdims"]:
+                p = source[:axis] + ("1",) + source[axis + 1:]
+            else:
+                p = source[:axis] + source[axis + 1:]
+        elif op.name == "array_transpose":
+            p = tuple(reversed(self.pattern(op.operands[0])))
+        elif op.name == "array_view":
+            p = self._view_pattern(self.pattern(op.operands[0]), op.attrs["spec"])
+        elif op.name == "array_new":
+            p = tuple("1" if self.b.known_constants.get(s) == 1 or _constant(self.defs, s) == 1
+                      else "?" for s in op.operands)
+        self.patterns[v] = p
+        return p
+
+    @staticmethod
+    def _view_pattern(base: Pattern, spec: Sequence[tuple]) -> Pattern:
+        out: list[str] = []
+        axis = 0
+        for item in spec:
+            if item[0] == "newaxis":
+                out.append("1")
+                continue
+            if item[0] == "slice":
+                out.append("?")
+            axis += 1
+        return tuple(out) + base[axis:]
+
+    def dim(self, v: Value, k: int) -> Value:
+        """The size of axis ``k`` of the forward array ``v``, read from arrays the way
+        forward already has (never from a fused expression)."""
+        p = self.pattern(v)
+        if p[k] == "1":
+            return self.b.constant(1, T.i64)
+        op = self.defs.get(v)
+        if op is not None and op.name == "tensor_map":
+            for o in op.operands:
+                po = self.pattern(o)
+                j = k - (len(p) - len(po))
+                if j >= 0 and po[j] == "?":
+                    return self.dim(o, j)
+        if op is not None and op.name == "tensor_matmul":
+            a, b = op.operands
+            return self.dim(a, 0) if k == 0 else self.dim(b, 1)
+        if op is not None and op.name == "tensor_reduce" and op.attrs["axis"] is not None:
+            axis = op.attrs["axis"]
+            return self.dim(op.operands[0], k if k < axis or op.attrs["keepdims"] else k + 1)
+        array = self.m.get(v, v)
+        key = (array, k, id(self.b.block))
+        found = self.dims.get(key)
+        if found is None:
+            found = self.dims[key] = self.b.value("array_dim", array, axis=k)
+        return found
+
+    def pat(self, v: Value) -> Pattern:
+        """The pattern of a value of the gradient function."""
+        return self.patterns.get(v, ("?",) * v.type.ndim if _is_array(v) else ())
+
+    # --- building ---------------------------------------------------------------------
+
+    def map(self, fn: str, operands: list[Value], operand_type: Any = None) -> Value:
+        """``fn`` elementwise over broadcast operands; a scalar op when none is an array."""
+        candidates = operands[1:] if fn == "select" else operands
+        if operand_type is None:
+            arrays = [_element(v) for v in candidates if _is_array(v)
+                      and T.element_scalar(v.type.dtype).is_float]
+            floats = [_element(v) for v in candidates if T.element_scalar(_element(v)).is_float]
+            operand_type = (arrays or floats or [_element(candidates[0])])[0]
+        if not any(_is_array(v) for v in operands):
+            if fn == "select":
+                cast = [operands[0]] + [self.b.cast(v, operand_type) for v in operands[1:]]
+            else:
+                cast = [self.b.cast(v, operand_type) for v in operands]
+            return self.b.value(fn, *cast)
+        result = T.bool_ if fn in _COMPARISONS else operand_type
+        ndim = max(v.type.ndim for v in operands if _is_array(v))
+        value = self.b.value("tensor_map", *operands, fn=fn, operand_type=operand_type,
+                             type=T.ArrayType(result, ndim, True))
+        self.patterns[value] = _broadcast(self.pat(v) for v in operands)
+        return value
+
+    def reduce_sum(self, v: Value, axis: int | None, keepdims: bool) -> Value:
+        t: T.ArrayType = v.type
+        p = self.pat(v)
+        if axis is None:
+            result: Any = t.dtype
+            pattern: Pattern = ()
+        elif keepdims:
+            result = T.ArrayType(t.dtype, t.ndim, True)
+            pattern = p[:axis] + ("1",) + p[axis + 1:]
+        else:
+            pattern = p[:axis] + p[axis + 1:]
+            result = T.ArrayType(t.dtype, t.ndim - 1, True) if t.ndim > 1 else t.dtype
+        out = self.b.value("tensor_reduce", v, kind="sum", axis=axis, keepdims=keepdims,
+                           type=result)
+        self.patterns[out] = pattern
+        return out
+
+    def view(self, v: Value, spec: list[tuple]) -> Value:
+        """A view of ``v`` by a spec of full slices and new axes (no operands)."""
+        t: T.ArrayType = v.type
+        ndim = sum(1 for item in spec if item[0] in ("slice", "newaxis")) + t.ndim - sum(
+            1 for item in spec if item[0] != "newaxis")
+        out = self.b.value("array_view", v, spec=tuple(spec),
+                           type=T.ArrayType(t.dtype, ndim, False))
+        self.patterns[out] = self._view_pattern(self.pat(v), spec)
+        return out
+
+    def insert_axis(self, g: Value, axis: int, ndim: int) -> Value:
+        """``g``, which broadcasts to a shape of ``ndim - 1`` axes, as one that broadcasts
+        to that shape with a new axis of size 1 at ``axis``."""
+        if not _is_array(g):
+            return g
+        j = axis - (ndim - 1 - g.type.ndim)
+        if j < 0:
+            return g
+        return self.view(g, [_FULL_SLICE] * j + [("newaxis",)] + [_FULL_SLICE] * (g.type.ndim - j))
+
+    def transpose(self, v: Value) -> Value:
+        t: T.ArrayType = v.type
+        out = self.b.value("array_transpose", v, type=T.ArrayType(t.dtype, t.ndim, False))
+        self.patterns[out] = tuple(reversed(self.pat(v)))
+        return out
+
+    def matmul(self, a: Value, b: Value) -> Value:
+        scalar, _ = T.promote(a.type.dtype, False, b.type.dtype, False)
+        ndim = b.type.ndim
+        out = self.b.value("tensor_matmul", a, b, type=T.ArrayType(scalar, ndim, True))
+        self.patterns[out] = ("?",) * ndim
+        return out
+
+    def new_array(self, dtype: Any, dims: list[Value], fill: str) -> Value:
+        out = self.b.value("array_new", *dims, type=T.ArrayType(dtype, len(dims), True), fill=fill)
+        self.patterns[out] = ("?",) * len(dims)
+        return out
+
+    def full(self, g: Value, like: Value) -> Value:
+        """``g`` broadcast to the shape of the forward array ``like``, as an array."""
+        if _is_array(g) and self.pat(g) == ("?",) * like.type.ndim:
+            return g
+        out = self.new_array(like.type.dtype, [self.dim(like, k) for k in range(like.type.ndim)],
+                             "empty")
+        self.b.create("tensor_assign", [out, g])
+        return out
+
+    # --- values ---------------------------------------------------------------------
+
+    def is_varied(self, v: Value) -> bool:
+        if _is_array(v):
+            return v in self.sweep.varied_arrays and _float_array(v)
+        return v in self.sweep.varied
+
+    def primal(self, v: Value) -> Value:
+        """The forward value of ``v``: an elementwise expression the forward computed
+        inside its consumer's loop is computed again here (so that it stays fused),
+        unless it reads an array some statement writes."""
+        if self._recomputable(v):
+            key = (v, id(self.b.block))
+            found = self.recomputed.get(key)
+            if found is None:
+                op = self.defs[v]
+                operands = [self.primal(o) for o in op.operands]
+                found = self.b.value("tensor_map", *operands, **op.attrs)
+                self.recomputed[key] = found
+                self.patterns[found] = self.pattern(v)
+            return found
+        mapped = self.m.get(v, v)
+        if _is_array(v):
+            self.patterns.setdefault(mapped, self.pattern(v))
+        return mapped
+
+    def _recomputable(self, v: Value) -> bool:
+        op = self.defs.get(v)
+        if op is None or op.name != "tensor_map":
+            return False
+        consumers = self.users.get(v, [])
+        if len(consumers) != 1 or consumers[0].name not in ("tensor_map", "tensor_reduce",
+                                                             "tensor_assign"):
+            return False
+        return not any(_root(leaf, self.defs) in self.written for leaf in self._leaves(v))
+
+    def _leaves(self, v: Value) -> list[Value]:
+        op = self.defs.get(v)
+        if op is not None and op.name == "tensor_map":
+            return [leaf for o in op.operands if _is_array(o) for leaf in self._leaves(o)]
+        return [v]
+
+    def sink(self, v: Value) -> Value | None:
+        """Storage that holds the adjoint of array ``v`` (an argument's or temporary's
+        adjoint array, or a view of it), if it has one."""
+        found = self.sweep.adjoint_arrays.get(v)
+        if found is None:
+            found = self.memory.get(v)
+        if found is not None:
+            self.patterns.setdefault(found, self.pattern(v))
+        return found
+
+    def take(self, v: Value) -> Value | None:
+        """The whole adjoint of array value ``v`` (whose op is being reversed)."""
+        storage = self.memory.pop(v, None)
+        parts = [p for p in (self.lazy.pop(v, None), storage) if p is not None]
+        if storage is not None and storage in self.pending:
+            parts.append(self.pending.pop(storage))
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        return self.map("add", parts, operand_type=v.type.dtype)
+
+    def add_adjoint(self, v: Value, contribution: Value) -> None:
+        """Adds ``contribution`` (which broadcasts to ``v``'s shape) to ``v``'s adjoint."""
+        if not self.is_varied(v):
+            return
+        if not _is_array(v):
+            if _is_array(contribution):
+                contribution = self.reduce_sum(contribution, None, False)
+            self.sweep.accumulate(v, self.b.cast(contribution, v.type))
+            return
+        sink = self.sink(v)
+        if sink is not None:  # summed, and added when something reads the adjoint
+            previous = self.pending.get(sink)
+            self.pending[sink] = contribution if previous is None else self.map(
+                "add", [previous, contribution], operand_type=v.type.dtype)
+            return
+        previous = self.lazy.get(v)
+        self.lazy[v] = contribution if previous is None else self.map(
+            "add", [previous, contribution], operand_type=v.type.dtype)
+
+    def flush(self) -> None:
+        """Adds the pending contributions into the adjoint storage."""
+        for storage, contribution in self.pending.items():
+            self.b.create("tensor_assign", [storage, contribution], {"accumulate": "add"})
+        self.pending.clear()
+
+    def reduce_to(self, c: Value, target: Value, result: Pattern,
+                  size: Callable[[int], Value]) -> Value:
+        """The adjoint ``c`` of a result of pattern ``result`` (``size(k)`` gives its
+        axes' sizes) summed over the axes along which ``target`` was broadcast."""
+        n = len(result)
+        t = self.pattern(target)
+        lead = n - len(t)
+
+        def has(v: Value, k: int) -> bool:
+            p = self.pat(v)
+            j = k - (n - len(p))
+            return j >= 0 and p[j] == "?"
+
+        if not t and _is_array(c) and "?" in self.pat(c):
+            factors = [size(k) for k in range(n) if not has(c, k) and result[k] == "?"]
+            c = self.reduce_sum(c, None, False)
+            return self._times(c, factors)
+        factors: list[Value] = []
+        for k in range(lead, n):
+            if t[k - lead] == "?":
+                continue
+            if has(c, k):
+                c = self.reduce_sum(c, k - (n - c.type.ndim), True)
+            elif result[k] == "?":
+                factors.append(size(k))
+        for k in range(lead):
+            if has(c, k):
+                assert k - (n - c.type.ndim) == 0
+                c = self.reduce_sum(c, 0, False)
+            elif result[k] == "?":
+                factors.append(size(k))
+        return self._times(c, factors)
+
+    def _times(self, c: Value, factors: list[Value]) -> Value:
+        if not factors:
+            return c
+        count = factors[0]
+        for f in factors[1:]:
+            count = self.b.value("mul", count, f)
+        scalar = T.element_scalar(_element(c))
+        return self.map("mul", [c, self.b.cast(count, scalar)])
+
+    def _routed(self, root: Block) -> set[Value]:
+        routed: set[Value] = set()
+        scalar_routed = self.sweep.routed
+        changed = True
+        while changed:
+            changed = False
+            for op in root.walk():
+                if op.name not in TENSOR_OPS + VIEW_OPS or not op.results:
+                    continue
+                sources: list[Value] = []
+                if op.name == "tensor_map" and op.attrs["fn"] in _ROUTING_FNS:
+                    sources = list(op.operands)
+                elif op.name == "tensor_reduce" and op.attrs["kind"] in ("min", "max"):
+                    sources = list(op.operands)
+                if (op.result in routed or scalar_routed is None
+                        or (not _is_array(op.result) and op.result in scalar_routed)):
+                    sources = list(op.operands)
+                for v in sources:
+                    if v not in routed:
+                        routed.add(v)
+                        changed = True
+        return routed
+
+    # --- the reverse of each op ---------------------------------------------------------
+
+    def reverse(self, op: Operation, m: dict[Value, Value]) -> None:
+        self.m = m
+        self.b.location = op.location
+        if op.name == "tensor_assign":
+            self._assign(op)
+            return
+        result = op.result
+        if _is_array(result):
+            if result not in self.sweep.varied_arrays:
+                return
+            if op.name in VIEW_OPS and self.sink(result) is not None:
+                return  # its adjoint went into the viewed array's adjoint
+            g = self.take(result)
+        else:
+            g = self.sweep.adj.get(result)
+        if g is None:
+            return
+        if op.name == "tensor_map":
+            self._map(op, g)
+        elif op.name == "tensor_reduce":
+            self._reduce(op, g)
+        elif op.name == "tensor_matmul":
+            self._matmul(op, g)
+        elif op.name == "array_transpose":
+            if _is_array(g):
+                g = self.transpose(self._expand(g, result.type.ndim))
+            self.add_adjoint(op.operands[0], g)
+        elif op.name == "array_view":
+            self._view(op, g)
+
+    def _expand(self, g: Value, ndim: int) -> Value:
+        """``g`` with new leading axes, to ``ndim`` axes."""
+        if g.type.ndim == ndim:
+            return g
+        return self.view(g, [("newaxis",)] * (ndim - g.type.ndim) + [_FULL_SLICE] * g.type.ndim)
+
+    def _view(self, op: Operation, g: Value) -> None:
+        base = op.operands[0]
+        if not self.is_varied(base):
+            return
+        storage = self.sink(base)
+        if storage is None:
+            dims = [self.dim(base, k) for k in range(base.type.ndim)]
+            storage = self.new_array(base.type.dtype, dims, "zeros")
+            self.memory[base] = storage
+        operands = [storage, *(self.m.get(v, v) for v in op.operands[1:])]
+        target = self.b.value("array_view", *operands, **op.attrs)
+        self.b.create("tensor_assign", [target, g], {"accumulate": "add"})
+
+    def _map(self, op: Operation, g: Value) -> None:
+        fn = op.attrs["fn"]
+        varied = [k for k, v in enumerate(op.operands) if self.is_varied(v)]
+        if not varied or fn in PIECEWISE_CONSTANT:
+            return
+        name = _RULE_ALIASES.get(fn, fn)
+        rule = STRUCTURAL_RULES.get(name) if name == "select" else ADJOINT_RULES.get(name)
+        if name == "pow":
+            rule = _pow
+        if rule is None:
+            raise CompileError(f"'{fn}' of arrays cannot be differentiated", op.location)
+        self._check_broadcasts(op, varied)
+        start = len(self.b.block.ops)
+        e = _ElementwiseEmitter(self, op, op.result in self.routed)
+        x = [self.primal(v) if k in self._needed_operands(op, name) else self.m.get(v, v)
+             for k, v in enumerate(op.operands)]
+        contributions = rule(e, op, x, g)  # type: ignore[arg-type]
+        kept = {c for k in varied if (c := contributions[k]) is not None}
+        self._prune(start, kept)
+        result = self.pattern(op.result)
+        for k in varied:
+            c = contributions[k]
+            if c is None:
+                continue
+            target = op.operands[k]
+            self.add_adjoint(target, self.reduce_to(c, target, result,
+                                                    lambda axis: self.dim(op.result, axis)))
+
+    @staticmethod
+    def _needed_operands(op: Operation, name: str) -> range | tuple[int, ...]:
+        if name in _LINEAR_FNS:
+            return ()
+        if name == "select":
+            return (0,)
+        return range(len(op.operands))
+
+    def _check_broadcasts(self, op: Operation, varied: list[int]) -> None:
+        """An operand that varies must not be broadcast along an axis whose size is 1
+        only at run time (see the module's docstring)."""
+        n = op.result.type.ndim
+        arrays = [v for v in op.operands if _is_array(v)]
+        checked: set[tuple[Value, Value]] = set()
+        for k in varied:
+            v = op.operands[k]
+            if not _is_array(v):
+                continue
+            p = self.pattern(v)
+            for j, size in enumerate(p):
+                axis = j + n - len(p)
+                if size != "?":
+                    continue
+                for other in arrays:
+                    po = self.pattern(other)
+                    i = axis - (n - len(po))
+                    if other is v or i < 0 or po[i] != "?":
+                        continue
+                    mine, theirs = self.dim(v, j), self.dim(other, i)
+                    if mine is theirs or (mine, theirs) in checked:
+                        continue
+                    checked.add((mine, theirs))
+                    one = self.b.constant(1, T.i64)
+                    ok = self.b.value("bit_or", self.b.value("eq", mine, theirs),
+                                      self.b.value("eq", theirs, one))
+                    self.b.create("raise_shape_error", [ok, mine, theirs], {
+                        "axis": axis,
+                        "what": "under a gradient an operand of size 1 on an axis cannot be "
+                                "broadcast; give it a new axis (a[None, :]) instead"})
+
+    def _prune(self, start: int, kept: set[Value]) -> None:
+        """Removes what a rule built and nothing uses (adjoints of constant operands)."""
+        block = self.b.block
+        emitted = block.ops[start:]
+        live = set(kept)
+        out: list[Operation] = []
+        for op in reversed(emitted):
+            if any(r in live for r in op.results) or has_side_effects(op):
+                live.update(op.operands)
+                out.append(op)
+        removed = {r for op in emitted if op not in out for r in op.results}
+        if not removed:
+            return
+        block.ops[start:] = list(reversed(out))
+        self.recomputed = {k: v for k, v in self.recomputed.items() if v not in removed}
+        self.dims = {k: v for k, v in self.dims.items() if v not in removed}
+
+    def _reduce(self, op: Operation, g: Value) -> None:
+        source = op.operands[0]
+        if not self.is_varied(source):
+            return
+        kind, axis, keepdims = op.attrs["kind"], op.attrs["axis"], op.attrs["keepdims"]
+        ndim = source.type.ndim
+        reduced = range(ndim) if axis is None else (axis,)
+        if axis is not None and not keepdims:
+            g = self.insert_axis(g, axis, ndim)
+        if kind == "mean":
+            count = self.dim(source, reduced[0])
+            for k in reduced[1:]:
+                count = self.b.value("mul", count, self.dim(source, k))
+            g = self.map("div", [g, self.b.cast(count, T.element_scalar(_element(g)))])
+        elif kind in ("min", "max"):
+            value = self.primal(source)
+            best = self.m.get(op.result, op.result)
+            if axis is not None and not keepdims:
+                self.patterns.setdefault(best, self.pattern(op.result))
+                best = self.insert_axis(best, axis, ndim)
+            winner = self.map("eq", [value, best])
+            ones = self.map("select", [winner, self.b.constant(1.0, T.element_scalar(_element(g))),
+                                       self.b.constant(0.0, T.element_scalar(_element(g)))])
+            ties = self.reduce_sum(ones, axis, axis is not None)
+            share = self.map("div", [g, ties])
+            g = self.map("select", [winner, share, self.b.constant(0.0, T.element_scalar(_element(g)))])
+        elif kind != "sum":
+            raise CompileError(f"kd.{kind} of an array cannot be differentiated", op.location)
+        self.add_adjoint(source, g)
+
+    def _matmul(self, op: Operation, g: Value) -> None:
+        a, b = op.operands
+        g = self.full(g, op.result)
+        if b.type.ndim == 2:
+            if self.is_varied(a):
+                self.add_adjoint(a, self.matmul(g, self.transpose(self.primal(b))))
+            if self.is_varied(b):
+                self.add_adjoint(b, self.matmul(self.transpose(self.primal(a)), g))
+            return
+        if self.is_varied(a):
+            column = self.view(g, [_FULL_SLICE, ("newaxis",)])
+            row = self.view(self.primal(b), [("newaxis",), _FULL_SLICE])
+            self.add_adjoint(a, self.map("mul", [column, row]))
+        if self.is_varied(b):
+            self.add_adjoint(b, self.matmul(self.transpose(self.primal(a)), g))
+
+    def _assign(self, op: Operation) -> None:
+        dest, source = op.operands
+        storage = self.sink(dest)
+        if storage is None:
+            return
+        accumulate = op.attrs.get("accumulate")
+        self.flush()
+        g = storage
+        if self._touched_before(op, dest):  # read it now: what follows changes it
+            dims = [self.b.value("array_dim", storage, axis=k) for k in range(dest.type.ndim)]
+            g = self.new_array(dest.type.dtype, dims, "empty")
+            self.b.create("tensor_assign", [g, storage])
+        if accumulate is None:
+            self.b.create("tensor_assign", [storage, self.b.constant(0.0, T.element_scalar(
+                dest.type.dtype))])
+        if not self.is_varied(source):
+            return
+        if accumulate == "sub":
+            g = self.map("neg", [g])
+        result = self.pattern(dest)
+        self.add_adjoint(source, self.reduce_to(g, source, result,
+                                                lambda k: self.dim(dest, k)))
+
+    def _touched_before(self, op: Operation, dest: Value) -> bool:
+        root = _root(dest, self.defs)
+        position = self.order.get(op, 0)
+        return any(self.order.get(other, 0) < position and root in _touched(other, self.defs)
+                   for other in self.order if not other.regions)
+
+
+def flush_tensor_adjoints(sweep: ReverseSweep, before: Operation | None = None) -> None:
+    """Adds the adjoints of arrays summed so far into their adjoint arrays (before an op
+    whose adjoint may read or write them, or at the end of a block)."""
+    found: TensorAdjoints | None = getattr(sweep, "tensor_adjoints", None)
+    if found is None or not found.pending:
+        return
+    if before is None or before.regions or before.name in _TOUCHES_ADJOINTS:
+        found.flush()
+
+
+def _constant(defs: dict[Value, Operation], v: Value) -> Any:
+    op = defs.get(v)
+    return op.attrs.get("value") if op is not None and op.name == "constant" else None
+
+
+def _pow(e: Any, op: Operation, x: Sequence[Value], g: Value) -> list[Value | None]:
+    """``a ** b``; with a constant exponent, ``b * a ** (b - 1)`` without a call to pow
+    for the common small exponents."""
+    a, b = x
+    exponent = e.t.b.known_constants.get(b, _constant(e.t.defs, op.operands[1]))
+    if exponent is None:
+        return ADJOINT_RULES["pow"](e, op, x, g)
+    exponent = float(exponent)
+    if exponent == 1.0:
+        return [g, None]
+    if exponent == 2.0:
+        derivative = e.op("mul", e.const(2.0, _element(a)), a)
+    elif exponent == int(exponent) and 3 <= exponent <= 4:
+        power = a  # a ** (exponent - 1)
+        for _ in range(int(exponent) - 2):
+            power = e.op("mul", power, a)
+        derivative = e.op("mul", e.const(exponent, _element(a)), power)
+    elif exponent == 0.5:
+        derivative = e.op("div", e.const(0.5, _element(a)), e.result(op))
+    else:
+        derivative = e.op("mul", e.const(exponent, _element(a)),
+                          e.op("pow", a, e.const(exponent - 1.0, _element(a))))
+    return [e.scaled(g, derivative), None]
