@@ -542,9 +542,8 @@ class TensorAdjoints:
             return j >= 0 and p[j] == "?"
 
         if not t and _is_array(c) and "?" in self.pat(c):
-            factors = [size(k) for k in range(n) if not has(c, k) and result[k] == "?"]
-            c = self.reduce_sum(c, None, False)
-            return self._times(c, factors)
+            uniform = [size(k) for k in range(n) if not has(c, k) and result[k] == "?"]
+            return self._times(self.reduce_sum(c, None, False), uniform)
         factors: list[Value] = []
         for k in range(lead, n):
             if t[k - lead] == "?":
