@@ -10,7 +10,7 @@ from kdsl.ir.location import SourceLocation
 
 # the runtime's entry points, in the order of the table the init function receives
 HOOK_ORDER = ("print", "parallel", "thread_num", "num_threads", "requested_threads", "allocate",
-              "release", "cuda_launch", "cuda_copy_to_host", "cuda_functions")
+              "release", "cuda_launch", "cuda_copy_to_host", "cuda_functions", "gemm")
 STATUS_SLOTS = 4  # error code, site, index, size; return values follow
 
 

@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
+from kdsl.codegen.gemm import GemmOps
 from kdsl.codegen.llvm_types import (
     ArrayView,
     Repr,
@@ -94,7 +95,7 @@ def _addend_to(total: ir.Value, base: ir.Value) -> ir.Value | None:
     return None
 
 
-class KernelEmitter(ParallelLoops, ArrayViews):
+class KernelEmitter(ParallelLoops, ArrayViews, GemmOps):
     """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
 
     scalar_emitter = ScalarEmitter

@@ -30,7 +30,8 @@ HOOK_TYPES: dict[str, ir.FunctionType] = {
                                          i8_ptr.as_pointer(), i8_ptr.as_pointer()]),
     "cuda_copy_to_host": ir.FunctionType(i32, [i8_ptr, i64, i64]),
 }
-_POINTER_HOOKS = {"cuda_functions": i8_ptr.as_pointer()}
+# gemm: the table of the packed matrix products (runtime.gemm_library.GEMM_SLOTS)
+_POINTER_HOOKS = {"cuda_functions": i8_ptr.as_pointer(), "gemm": i8_ptr.as_pointer()}
 
 
 @dataclass

@@ -122,3 +122,8 @@ class TensorOps:
         if a.shape[-1] != b.shape[0]:
             raise InterpreterError(f"matmul: sizes {a.shape[-1]} and {b.shape[0]} differ")
         return [np.matmul(a.astype(dtype), b.astype(dtype))]
+
+    def op_gemm(self, op: Operation, args: list, env: dict) -> list:
+        a, b, c = args
+        c[...] = np.matmul(np.asarray(a), np.asarray(b)).astype(c.dtype)
+        return []

@@ -52,7 +52,8 @@ def codegen_options(options: BuildOptions) -> CodegenOptions:
 
 
 def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
-                       stop_after: str | None = None) -> tuple[Module, list[VariableType]]:
+                       stop_after: str | None = None,
+                       target: str = "cpu") -> tuple[Module, list[VariableType]]:
     from kdsl.frontend.function import lower_kernel
     from kdsl.ir.core import Module
     from kdsl.ir.passes.pipeline import PassOptions, run_pipeline
@@ -70,7 +71,7 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
     with stage("passes"):
         run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath,
                                          gradient=options.gradient, vjp=options.vjp,
-                                         tangent=options.tangent),
+                                         tangent=options.tangent, target=target),
                      stop_after=stop_after)
     if options.gradient is not None:
         from kdsl.runtime.gradient import gradient_results
@@ -95,7 +96,7 @@ def cuda_build(fn: Any, params: list[Parameter], options: BuildOptions, entry: s
     """The host program (LLVM IR for the CPU) and device kernels (NVVM IR) of a kernel."""
     from kdsl.codegen.host_launch import emit_cuda_kernel
 
-    module, results = lower_and_optimize(fn, params, options)
+    module, results = lower_and_optimize(fn, params, options, target="cuda")
     with stage("codegen"):
         emitted = emit_cuda_kernel(module.kernel, codegen_options(options), entry)
     returns_tuple = module.kernel.attrs.get("returns_tuple", False)

@@ -260,7 +260,9 @@ class Kernel:
         if stage not in STAGES:
             raise ValueError(f"unknown stage {stage!r}; stages are {', '.join(STAGES)}")
         stop = None if stage == "optimized" else stage
-        module, _ = lower_and_optimize(self.py_function, self.parameters(args), self.options, stop)
+        params = self.parameters(args)
+        target = "cuda" if any(p.passing == "device" for p in params) else "cpu"
+        module, _ = lower_and_optimize(self.py_function, params, self.options, stop, target)
         return print_function(module.kernel)
 
     def llvm_ir(self, *args: Any, optimized: bool = False) -> str:

@@ -186,8 +186,11 @@ def hook_table() -> ctypes.Array:
     allocator = _ALLOCATE_T(_allocate)
     releaser = _RELEASE_T(_release)
     _keep_alive.extend([allocator, releaser])
+    from kdsl.runtime.gemm_library import gemm_slots
+
     pointers = [_address(printer), *openmp, ctypes.addressof(SETTINGS), _address(allocator),
-                _address(releaser), 0, 0, 0]  # no CUDA hooks on the CPU
+                _address(releaser), 0, 0, 0,  # no CUDA hooks on the CPU
+                gemm_slots()]
     table = (ctypes.c_void_p * len(pointers))(*pointers)
     _table.append(table)
     return table

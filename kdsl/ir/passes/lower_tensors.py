@@ -47,8 +47,9 @@ def _base(v: Value, definitions: dict[Value, Operation]) -> Value:
 
 
 class TensorLowerer:
-    def __init__(self, module: Module) -> None:
+    def __init__(self, module: Module, target: str = "cpu") -> None:
         self.module = module
+        self.target = target
         body = module.kernel.body
         self.definitions = definitions(body)
         self.uses = use_counts(body)
@@ -402,7 +403,7 @@ class TensorLowerer:
 def run(module: Module, options: Any = None) -> None:
     if not any(op.name in _TENSOR_OPS for op in module.kernel.walk()):
         return
-    lowerer = TensorLowerer(module)
+    lowerer = TensorLowerer(module, getattr(options, "target", "cpu"))
     lowerer.visit(module.kernel.body)
     for old, new in lowerer.mapping.items():  # debug-mode errors name the user's array
         if old.name_hint and not new.name_hint:

@@ -31,6 +31,7 @@ class PassOptions:
     gradient: tuple[int, ...] | None = None  # differentiate w.r.t. these arguments
     vjp: bool = False  # as a vector-Jacobian product (kdsl/ir/autodiff/vjp.py)
     tangent: tuple[int, ...] | None = None  # forward mode (kdsl/ir/autodiff/forward.py)
+    target: str = "cpu"  # "cpu" or "cuda": the code the IR becomes
 
 
 def always(options: PassOptions) -> bool:

@@ -1,6 +1,9 @@
-"""The schedule of whole-array ``@``, part of lowering tensor ops: blocks of rows of the
-result share each row of ``b``; products accumulate along contiguous rows; an elementwise
-epilogue (``a @ b + c``) runs on each finished row."""
+"""The schedule of whole-array ``@``, part of lowering tensor ops. On the CPU a product
+of float matrices of one type becomes the ``gemm`` op (the packed, register-blocked product
+of ``codegen.gemm``), followed by its elementwise epilogue (``a @ b + c``) over the result;
+otherwise (CUDA, integer or mixed types, matrix-vector products) blocks of rows of the
+result share each row of ``b``, products accumulate along contiguous rows, and the
+epilogue runs on each finished row."""
 
 from __future__ import annotations
 
@@ -42,9 +45,21 @@ def lower_matmul(lo: TensorLowerer, op: Operation) -> Value:
         lo.parallel_loop([n], row)
         return out
     m = b_dims[1]
+    if packed_product(lo, a, b, scalar):
+        out = lo.value("array_new", n, m, type=result_type, fill="empty")
+        lo.builder.create("gemm", [a, b, out])
+        return out
     out = lo.value("array_new", n, m, type=result_type, fill="zeros")
     matmul_rows(lo, a, b, out, n, inner, m, scalar)
     return out
+
+
+def packed_product(lo: TensorLowerer, a: Value, b: Value, scalar: Any) -> bool:
+    """Whether ``a @ b`` becomes the CPU's packed product (``gemm``): 2-D operands of the
+    result's float type. (CUDA keeps the loop nest below.)"""
+    return (lo.target == "cpu" and scalar in (T.f32, T.f64)
+            and a.type.ndim == 2 and b.type.ndim == 2
+            and a.type.dtype == scalar and b.type.dtype == scalar)
 
 
 def lower_matmul_with_epilogue(lo: TensorLowerer, product: Operation, expression: Value) -> Value:
@@ -57,7 +72,9 @@ def lower_matmul_with_epilogue(lo: TensorLowerer, product: Operation, expression
     lo.builder.create("raise_shape_error", [ok, inner, b_dims[0]],
                       {"axis": 0, "what": "matmul: the inner sizes"})
     m = b_dims[1]
-    out = lo.value("array_new", n, m, type=expression.type, fill="zeros")
+    scalar = expression.type.dtype
+    fill = "empty" if packed_product(lo, a, b, scalar) else "zeros"
+    out = lo.value("array_new", n, m, type=expression.type, fill=fill)
     lo.mapping[product.result] = out  # the epilogue reads the product from out itself
     lo.check_fits(expression, [n, m], "operands could not be broadcast together")
 
@@ -66,7 +83,11 @@ def lower_matmul_with_epilogue(lo: TensorLowerer, product: Operation, expression
         lo.builder.create("array_store", [out, i, j, value])
         return []
 
-    matmul_rows(lo, a, b, out, n, inner, m, expression.type.dtype, epilogue)
+    if fill == "empty":  # the packed product, then the epilogue over its rows
+        lo.builder.create("gemm", [a, b, out])
+        lo.parallel_loop([n, m], lambda ivs, accs: epilogue(ivs[0], ivs[1]))
+        return out
+    matmul_rows(lo, a, b, out, n, inner, m, scalar, epilogue)
     return out
 
 

@@ -1,0 +1,170 @@
+"""``a @ b`` of float matrices on the CPU: the packed, register-blocked product (API.md
+section 7) against NumPy for many shapes (1, primes, sizes that are not multiples of the
+register tile or of the packed block's depth), both float types, transposed and strided
+operands (packed as they are, no copies), elementwise epilogues, several threads and
+products inside a ``prange``; integer and mixed products keep the plain loop nest."""
+
+import numpy as np
+import pytest
+from kdsl_cpu_util import assert_same, check, kernel_from_source, with_threads
+from kdsl_tensor_util import in_layout
+
+import kdsl as kd
+from kdsl.runtime.threads import set_min_parallel_work
+
+SHAPES = [(1, 1, 1), (1, 7, 1), (2, 3, 5), (13, 17, 31), (15, 1, 33), (29, 300, 3),
+          (31, 64, 97), (64, 64, 64), (97, 29, 13), (131, 270, 37)]
+
+
+@kd.kernel
+def product(a, b):
+    return a @ b
+
+
+@kd.kernel
+def dense_tanh(x, w, bias):
+    return kd.tanh(x @ w + bias)
+
+
+@kd.kernel
+def mlp(x, w1, b1, w2):
+    return kd.tanh(x @ w1 + b1) @ w2
+
+
+@kd.kernel
+def batched(a, b, out):
+    for i in kd.prange(a.shape[0]):
+        out[i] = a[i] @ b[i]
+
+
+@kd.kernel
+def batched_transposed_epilogue(a, b, out):
+    for i in kd.prange(a.shape[0]):
+        out[i, :, :] = kd.tanh(a[i].T @ b[i] * 0.5)
+
+
+def _data(rng: np.random.Generator, shape: tuple, dtype: type) -> np.ndarray:
+    return (rng.standard_normal(shape) + 0.25).astype(dtype)
+
+
+def _tolerance(dtype: type, k: int) -> dict:
+    """Products of k terms of order 1: the rounding of f32 accumulation grows like k."""
+    eps = float(np.finfo(dtype).eps)
+    return {"rtol": 8 * eps * max(k, 1), "atol": 8 * eps * max(k, 1)}
+
+
+def _reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.result_type(a, b))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_shapes_against_numpy(rng, dtype):
+    for m, k, n in SHAPES:
+        a, b = _data(rng, (m, k), dtype), _data(rng, (k, n), dtype)
+        result = product(a, b)
+        assert result.dtype == dtype and result.shape == (m, n)
+        assert_same(result, _reference(a, b), **_tolerance(dtype, k), what=f"{m}x{k}x{n}")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_against_kernel_python_and_on_device(rng, dtype):
+    a, b = _data(rng, (19, 23), dtype), _data(rng, (23, 37), dtype)
+    check(product, a, b, **_tolerance(dtype, 23))
+
+
+@pytest.mark.parametrize("layout_a", ["C", "transposed", "strided", "reversed"])
+@pytest.mark.parametrize("layout_b", ["C", "transposed", "strided"])
+def test_operand_layouts(rng, layout_a, layout_b):
+    dtype = np.float32 if layout_a != "strided" else np.float64
+    a = in_layout(lambda s: _data(rng, s, dtype), (37, 45), layout_a)
+    b = in_layout(lambda s: _data(rng, s, dtype), (45, 41), layout_b)
+    assert_same(product(a, b), _reference(a, b), **_tolerance(dtype, 45))
+
+
+def test_transposed_operands_in_the_kernel(rng):
+    src = ("@kd.kernel\ndef k(a, b):\n    return a.T @ b, a @ b.T, a.T @ a\n")
+    kernel = kernel_from_source(src, prefix="matmul")
+    a, b = _data(rng, (33, 21), np.float32), _data(rng, (33, 21), np.float32)
+    at_b, a_bt, at_a = kernel(a, b)
+    tol = _tolerance(np.float32, 33)
+    assert_same(at_b, _reference(a.T, b), **tol)
+    assert_same(a_bt, _reference(a, b.T), **tol)
+    assert_same(at_a, _reference(a.T, a), **tol)
+
+
+def test_matrix_vector_and_vector_matrix(rng):
+    a, v, u = _data(rng, (27, 13), np.float64), _data(rng, 13, np.float64), _data(rng, 27, np.float64)
+    assert_same(product(a, v), a @ v, rtol=1e-12, atol=1e-12)
+    assert_same(product(u, a), u @ a, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_on_several_threads(rng, dtype):
+    previous = set_min_parallel_work(0)  # every product runs on a team
+    try:
+        for m, k, n in [(5, 9, 3), (70, 40, 300), (301, 77, 45), (128, 257, 128)]:
+            a, b = _data(rng, (m, k), dtype), _data(rng, (k, n), dtype)
+            for threads in (2, 3):
+                result = with_threads(threads, product, a, b)
+                assert_same(result, _reference(a, b), **_tolerance(dtype, k),
+                            what=f"{m}x{k}x{n} on {threads} threads")
+    finally:
+        set_min_parallel_work(previous)
+
+
+def test_large_product_crosses_every_block(rng):
+    """Deeper than a packed block (k > 256) and taller than a block of rows."""
+    a, b = _data(rng, (400, 530), np.float32), _data(rng, (530, 70), np.float32)
+    assert_same(product(a, b), _reference(a, b), **_tolerance(np.float32, 530))
+
+
+def test_empty_inner_size_gives_zeros():
+    a, b = np.ones((3, 0)), np.ones((0, 4))
+    assert_same(product(a, b), np.zeros((3, 4)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fused_epilogue(rng, dtype):
+    x, w, bias = _data(rng, (45, 30), dtype), _data(rng, (30, 19), dtype) * 0.2, _data(rng, 19, dtype)
+    expected = np.tanh(_reference(x, w) + bias)
+    assert_same(dense_tanh(x, w, bias), expected, **_tolerance(dtype, 30))
+
+
+def test_mlp_forward(rng):
+    x, w1, b1 = _data(rng, (64, 32), np.float32), _data(rng, (32, 48), np.float32) * 0.2, _data(rng, 48, np.float32)
+    w2 = _data(rng, (48, 10), np.float32)
+    check(mlp, x, w1, b1, w2, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batched_products_in_prange(rng, dtype):
+    a, b = _data(rng, (23, 7, 9), dtype), _data(rng, (23, 9, 5), dtype)
+    out = np.zeros((23, 7, 5), dtype)
+    check(batched, a, b, out, **_tolerance(dtype, 9))
+    assert_same(out, _reference(a, b), **_tolerance(dtype, 9))
+
+
+def test_batched_transposed_with_epilogue(rng):
+    a, b = _data(rng, (17, 11, 6), np.float32), _data(rng, (17, 11, 8), np.float32)
+    out = np.zeros((17, 6, 8), np.float32)
+    with_threads(2, batched_transposed_epilogue, a, b, out)
+    expected = np.tanh(_reference(np.swapaxes(a, 1, 2), b) * 0.5)
+    assert_same(out, expected, **_tolerance(np.float32, 11))
+
+
+def test_integer_and_mixed_products_keep_numpy_types(rng):
+    ai = rng.integers(-5, 5, (9, 7))
+    bi = rng.integers(-5, 5, (7, 4))
+    assert_same(product(ai, bi), ai @ bi)
+    a32, b64 = _data(rng, (9, 7), np.float32), _data(rng, (7, 4), np.float64)
+    assert_same(product(a32, b64), a32 @ b64, rtol=1e-6, atol=1e-6)
+
+
+def test_ir_and_machine_code():
+    from kdsl.runtime import gemm_library
+
+    a = np.ones((4, 4), np.float32)
+    assert "gemm %a, %b" in product.ir(a, a)
+    assert "kdsl.hook.gemm" in product.llvm_ir(a, a)  # the kernel calls the library
+    library = gemm_library._llvm_ir()
+    assert "llvm.fma.v" in library and "kdsl_gemm_f32" in library and "kdsl_gemm_f64" in library
