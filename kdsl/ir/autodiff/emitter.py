@@ -12,7 +12,7 @@ loop-carried values the reverse sweep reads are stored.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,6 +92,8 @@ class AdjointEmitter:
         self._result: Value | None = None
         self._mapping: dict[Value, Value] = {}
         self.tape_arrays: set[Value] = set()  # storage of saved values (see tape_bytes.py)
+        # ops computed on the way back instead of in the forward sweep (see deferral.py)
+        self.deferred: Container[Operation] = frozenset()
 
     # --- helpers for rules --------------------------------------------------------------
 
@@ -178,6 +180,10 @@ class AdjointEmitter:
                 continue
             if recompute and self.skipped_when_recomputing(op):
                 continue
+            if op in self.deferred:  # computed by emit_deferred, after the reverse sweep
+                for r in op.results:
+                    m.pop(r, None)
+                continue
             self.b.location = op.location
             state = written_state(op, self.stateful) if op.regions else []
             active = any(r in self.varied for r in op.results) or bool(state)
@@ -205,6 +211,14 @@ class AdjointEmitter:
                         op.name, self.adjoint_arrays[op.operands[0]],
                         *(m.get(v, v) for v in op.operands[1:]), **op.attrs)
         return tapes
+
+    def emit_deferred(self, ops: Sequence[Operation], m: dict[Value, Value]) -> None:
+        """After the reverse sweep of ``ops``: the deferred ops whose results it did not
+        give (those of loops it ran), in their order."""
+        for op in ops:
+            if op in self.deferred and not all(r in m for r in op.results):
+                self.b.location = op.location
+                self.clone(op, m, True)
 
     def skipped_when_recomputing(self, op: Operation) -> bool:
         """Effects the first sweep performed: output, errors, writes of arrays no

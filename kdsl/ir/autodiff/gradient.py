@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from kdsl import types as T
 from kdsl.ir.autodiff import rules  # noqa: F401  (attaches the rules to the registry)
 from kdsl.ir.autodiff.activity import is_float, needed_values, routed_values, varied_values
+from kdsl.ir.autodiff.deferral import Deferral
 from kdsl.ir.autodiff.emitter import located_error
-from kdsl.ir.autodiff.memory import stateful_arrays, zeros_like_array
+from kdsl.ir.autodiff.memory import array_bases, stateful_arrays, zeros_like_array
 from kdsl.ir.autodiff.reverse import ReverseSweep, check_differentiable
 from kdsl.ir.autodiff.tape_bytes import count_tape_bytes
 from kdsl.ir.builder import IRBuilder
@@ -52,6 +53,7 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
     sweep = ReverseSweep(builder, varied, varied_arrays, adjoint_arrays, needed_values(fn.body))
     sweep.routed = routed_values(fn.body)
     sweep.stateful = stateful
+    sweep.deferred = Deferral(fn.body, varied, sweep.needed, stateful, array_bases(fn.body))
     for a in fn.args:  # arguments that receive values that vary: adjoints of their own
         if a in varied_arrays and a not in adjoint_arrays:
             adjoint_arrays[a] = zeros_like_array(sweep, a)
@@ -61,11 +63,13 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
     entry_state = sweep.take_snapshots([a for a in fn.args if a in stateful], m)
     tapes = sweep.forward(ops, m, recompute=False)
     result = ret.operands[0]
-    value = m.get(result, result)
     builder.location = ret.location
     if result in varied:
         sweep.adj[result] = sweep.const(1.0, result.type)
     sweep.reverse(ops, m, tapes)
+    sweep.emit_deferred(ops, m)
+    builder.location = ret.location
+    value = m.get(result, result)
     sweep.restore_snapshots(entry_state, m)
     grads = [sweep.adjoint_or_zero(a) for a in roots if not isinstance(a.type, T.ArrayType)]
     saved_bytes = count_tape_bytes(body, sweep.tape_arrays)

@@ -108,7 +108,12 @@ class ReverseSweep(AdjointEmitter):
             if not state and not any(r in self.adj for r in op.results):
                 continue
             self.b.location = op.location
-            if op.name == "for":
+            if op in self.deferred and op.name != "parallel_for":
+                if op.name == "for":
+                    self._reverse_fused_loop(op, m)
+                else:
+                    self._reverse_linear(op)
+            elif op.name == "for":
                 loop = ForOp(op)
                 self._reverse_loop(op, m, tapes[op], loop.body, loop.iv, loop.carried, loop.inits)
             elif op.name == "while":
@@ -119,13 +124,14 @@ class ReverseSweep(AdjointEmitter):
                 self._reverse_if(op, m)
                 self.restore_snapshots(tapes[op].snapshots, m)
             elif op.name == "parallel_for":
-                self.restore_snapshots(tapes[op].snapshots, m)
+                snapshots = tapes[op].snapshots if op in tapes else {}
+                self.restore_snapshots(snapshots, m)
                 self.parallel_depth += 1
                 try:
                     self._reverse_parallel_for(op, m, tapes.get(op))
                 finally:
                     self.parallel_depth -= 1
-                self.restore_snapshots(tapes[op].snapshots, m)
+                self.restore_snapshots(snapshots, m)
             elif op.name == "array_load":
                 self._accumulate_array(op, m)
             elif op.name == "call":
@@ -147,6 +153,15 @@ class ReverseSweep(AdjointEmitter):
         for v, adjoint in zip(op.operands[:count], call.results):
             if is_float(v.type):
                 self.accumulate(v, adjoint)
+
+    def _reverse_linear(self, op: Operation) -> None:
+        """``+``, ``-`` and negation of operands of the result's type."""
+        g = self.adj[op.results[0]]
+        if op.name == "neg":
+            self.accumulate(op.operands[0], self.op("neg", g))
+            return
+        self.accumulate(op.operands[0], g)
+        self.accumulate(op.operands[1], g if op.name == "add" else self.op("neg", g))
 
     def _reverse_store(self, op: Operation, m: dict[Value, Value]) -> None:
         """``a[i] = v``: v receives the adjoint of the element, which the store overwrote
@@ -417,21 +432,25 @@ class ReverseSweep(AdjointEmitter):
 
     def _reverse_parallel_for(self, op: Operation, m: dict[Value, Value],
                               tape: ReductionTape | None) -> None:
+        """The adjoint loop; for a deferred loop it also sums the iterations' partial values,
+        giving the loop's results."""
         loop = ParallelForOp(op)
         ndim = loop.ndim
         kinds = op.attrs["reductions"]
         body = loop.body
+        deferred = op in self.deferred
         free = [v for v in free_values(op.regions) if v in self.varied]
         extents = [m.get(v, v) for v in loop.extents]
         winners = tape.winners if tape is not None else {}
         seeds = {k: self.adj[r] for k, r in enumerate(op.results) if r in self.adj}
+        partials = [Value(a.type, a.name_hint) for a in loop.partials] if deferred else []
         new_body = Block([Value(_INDEX, a.name_hint) for a in loop.ivs]
-                         + [Value(f.type, f"d_{f.name_hint}") for f in free])
+                         + [Value(f.type, f"d_{f.name_hint}") for f in free] + partials)
         with self.b.at(new_body), self.scope():
             inner = dict(m)
             inner.update(zip(loop.ivs, new_body.args[:ndim]))
             for k, arg in enumerate(loop.partials):
-                inner[arg] = self.reduction_identity(kinds[k], arg.type)
+                inner[arg] = partials[k] if deferred else self.reduction_identity(kinds[k], arg.type)
             for f, arg in zip(free, new_body.args[ndim:]):
                 self.adj[f] = arg
             tapes = self.forward(body.ops, inner, recompute=True)
@@ -447,23 +466,82 @@ class ReverseSweep(AdjointEmitter):
                 self.accumulate(yielded[k], g)
             self.reverse(body.ops, inner, tapes)
             self._mapping = m
-            self.b.create("yield", [self.adj[f] for f in free])
+            outs = [self.adj[f] for f in free]
+            if deferred:
+                self.emit_deferred(body.ops, inner)
+                outs += [inner.get(v, v) for v in yielded]
+            self.b.create("yield", outs)
         many_updates = any(
             inner.name in ("for", "while") and any(o.name == "atomic_rmw" for o in inner.walk())
             for inner in new_body.walk())
-        attrs: dict[str, Any] = {"ndim": ndim, "reductions": tuple("add" for _ in free)}
+        reductions = tuple("add" for _ in free) + (tuple(kinds) if deferred else ())
+        attrs: dict[str, Any] = {"ndim": ndim, "reductions": reductions}
         if many_updates:
             attrs["many_updates"] = True
-        new = self.b.create(
-            "parallel_for", [*extents, *[self.adjoint_or_zero(f) for f in free]],
-            attrs, [new_body], [f.type for f in free])
+        inits = [self.adjoint_or_zero(f) for f in free]
+        if deferred:
+            inits += [m.get(v, v) for v in loop.inits]
+        new = self.b.create("parallel_for", [*extents, *inits], attrs, [new_body],
+                            [v.type for v in inits])
         for f, r in zip(free, new.results):
             self.adj[f] = r
+        if deferred:
+            m.update(zip(op.results, new.results[len(free):]))
         for k, g in seeds.items():
             init = loop.inits[k]
             if k in winners:
                 g = self.op("select", winners[k][1], g, self.zero(g.type))
             self.accumulate(init, g)
+
+    def _reverse_fused_loop(self, op: Operation, m: dict[Value, Value]) -> None:
+        """A deferred for loop (its carried values that vary are only summed): one loop, in
+        the loop's own order, carrying its values as it did and the adjoints of the values
+        it reads; each iteration recomputes the body and runs its adjoint, seeded with the
+        adjoints of the loop's results (the same in every iteration)."""
+        loop = ForOp(op)
+        body = loop.body
+        start, stop, step = (m.get(v, v) for v in (loop.start, loop.stop, loop.step))
+        free = [v for v in free_values(op.regions) if v in self.varied]
+        loads = self._invariant_loads(body)
+        seeds = {k: self.adj[r] for k, r in enumerate(op.results) if r in self.adj}
+        carried = len(loop.carried)
+        new_body = Block([Value(_INDEX, loop.iv.name_hint)]
+                         + [Value(a.type, a.name_hint) for a in loop.carried]
+                         + [Value(f.type, f"d_{f.name_hint}") for f in free]
+                         + [Value(t, "d_element") for t in loads.values()])
+        registers = self.load_registers
+        saved_registers = dict(registers)
+        registers.update(zip(loads, new_body.args[1 + carried + len(free):]))
+        with self.b.at(new_body), self.scope():
+            inner = dict(m)
+            inner[loop.iv] = new_body.args[0]
+            inner.update(zip(loop.carried, new_body.args[1:1 + carried]))
+            for f, arg in zip(free, new_body.args[1 + carried:]):
+                self.adj[f] = arg
+            tapes = self.forward(body.ops, inner, recompute=True)
+            yielded = body.ops[-1].operands
+            for k, g in seeds.items():
+                self.accumulate(yielded[k], g)
+            self.reverse(body.ops, inner, tapes)
+            self._mapping = m
+            self.emit_deferred(body.ops, inner)
+            outs = [inner.get(v, v) for v in yielded]
+            outs += [self.adj[f] for f in free]
+            outs += [registers[key] for key in loads]
+            self.b.create("yield", outs)
+        registers.clear()
+        registers.update(saved_registers)
+        initial = ([m.get(v, v) for v in loop.inits] + [self.adjoint_or_zero(f) for f in free]
+                   + [self.zero(t) for t in loads.values()])
+        results = carried_loop(self.b, [start, stop, step], initial, new_body)
+        m.update(zip(op.results, results))
+        for k, g in seeds.items():
+            self.accumulate(loop.inits[k], g)
+        for f, r in zip(free, results[carried:]):
+            self.adj[f] = r
+        if loads:
+            self._flush_registers(loads, results[carried + len(free):],
+                                  self._trip_count(start, stop, step), m)
 
 
 def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Value],
