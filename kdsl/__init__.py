@@ -31,7 +31,15 @@ from kdsl.builtins import (
     where,
 )
 from kdsl.errors import CompileError
-from kdsl.primitives import argsort, cumsum, searchsorted, segment_sum, sort, sort_by_key
+from kdsl.primitives import (
+    NeighborGrid,
+    argsort,
+    cumsum,
+    searchsorted,
+    segment_sum,
+    sort,
+    sort_by_key,
+)
 from kdsl.random_numbers import randint, randn, random, seed
 from kdsl.runtime.arrays import (
     DeviceArray,
@@ -93,5 +101,5 @@ __all__ = [
     "seed", "set_num_threads", "synchronize", "static", "sum", "trace", "transpose", "u8", "u16", "u32", "u64",
     "vec2", "vec2d", "vec3", "vec3d", "vec4", "vec4d", "where", "zeros", "zeros_like", *_MATH,
 ]
-__all__ += ["argsort", "cumsum", "searchsorted", "segment_sum", "sort", "sort_by_key"]
+__all__ += ["NeighborGrid", "argsort", "cumsum", "searchsorted", "segment_sum", "sort", "sort_by_key"]
 __all__ += ["Tape", "check_grad", "grad", "jvp", "stop_gradient", "value_and_grad"]

@@ -17,7 +17,7 @@ import numpy as np
 
 from kdsl import builtins as kb
 from kdsl import types as T
-from kdsl.frontend import masks, random_draws
+from kdsl.frontend import masks, neighbor_loops, random_draws
 from kdsl.frontend.analysis import (
     assigned_names,
     first_jump,
@@ -511,6 +511,10 @@ class StatementLowering(StaticLoopLowering):
     def stmt_For(self, node: ast.For) -> None:
         if node.orelse:
             self.error("'for ... else' is not supported", node)
+        grid = neighbor_loops.grid_of_loop(self, node)
+        if grid is not None:  # for j in grid.neighbors(q, radius)
+            neighbor_loops.lower_neighbor_loop(self, node, grid)
+            return
         if self.is_static_call(node.iter):  # for k in kd.static(range(3)): unrolled
             self.unrolled_loop(node)
             return

@@ -15,7 +15,7 @@ from typing import Any
 from kdsl import types as T
 
 
-def kd_name(t: T.ScalarType) -> str:
+def kd_name(t: T.ScalarType | T.VectorType) -> str:
     """How generated source spells the scalar type: ``kd.f32``, ``kd.bool_``."""
     return "kd.bool_" if t == T.bool_ else f"kd.{t.name}"
 

@@ -1,0 +1,118 @@
+"""The neighbour grid in the kernel language: its build (a func) and its query (a loop
+nest around the user's loop body, lowered in place of ``for j in grid.neighbors(...)``).
+
+Cells tile the domain ``[lower, upper)``: ``floor((upper - lower) / cell_size)`` of them
+along each axis (at least one), so each is at least ``cell_size`` wide. A particle's cell
+is its position's, clamped to the border cells (open boundaries) or wrapped (periodic).
+The build sorts particle indices by cell with the radix sort (stable: within a cell,
+particles keep their order), records where each cell's run starts, and keeps the
+positions in that order so a query reads each cell's positions contiguously.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from kdsl import types as T
+from kdsl.primitives.generated import as_func, define, kd_name
+from kdsl.primitives.sort_source import radix_sort_func
+
+AXES = ("x", "y", "z")
+
+
+def _build_source(dim: int, scalar: T.ScalarType, periodic: bool) -> str:
+    axes = AXES[:dim]
+    f = kd_name(scalar)
+    vec = kd_name(T.vector_type(scalar, dim))
+    lines = [
+        "@kd.func",
+        "def build_grid(x, cell_size, lower, upper):",
+        "    n = x.shape[0]",
+        "    extent = upper - lower",
+    ]
+    for a in axes:
+        lines += [f"    n{a} = max(kd.i64(extent.{a} / cell_size), 1)"]
+    lines += [
+        f"    inverse = {vec}({', '.join(f'{f}(n{a}) / extent.{a}' for a in axes)})",
+        f"    cells = {' * '.join(f'n{a}' for a in axes)}",
+        "    keys = kd.empty(n, kd.i32)",
+        "    order = kd.empty(n, kd.i32)",
+        "    for i in kd.prange(n):",
+        "        p = (x[i] - lower) * inverse",
+    ]
+    for a in axes:
+        lines += [f"        c{a} = kd.i64(kd.floor(p.{a}))"]
+        lines += ([f"        c{a} = c{a} % n{a}"] if periodic else
+                  [f"        c{a} = min(max(c{a}, 0), n{a} - 1)"])
+    flat = "c" + axes[0]
+    for a in axes[1:]:
+        flat = f"({flat}) * n{a} + c{a}"
+    lines += [
+        f"        keys[i] = kd.i32({flat})",
+        "        order[i] = kd.i32(i)",
+        "    radix_sort(keys, order)",
+        "    start = kd.empty(cells + 1, kd.i64)",
+        "    for k in kd.prange(n):",
+        "        first = -1 if k == 0 else kd.i64(keys[k - 1])",
+        "        for c in range(first + 1, kd.i64(keys[k]) + 1):",
+        "            start[c] = k",
+        "    last = -1 if n == 0 else kd.i64(keys[n - 1])",
+        "    for c in range(last + 1, cells + 1):",
+        "        start[c] = n",
+        f"    sorted_x = kd.empty(n, {vec})",
+        "    for k in kd.prange(n):",
+        "        sorted_x[k] = x[order[k]]",
+        f"    return start, order, sorted_x, lower, inverse, extent, {', '.join(f'n{a}' for a in axes)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+@functools.cache
+def build_func(dim: int, scalar: T.ScalarType, periodic: bool) -> Any:
+    """``build_grid(x, cell_size, lower, upper)``: the grid's arrays and sizes."""
+    return as_func(define(_build_source(dim, scalar, periodic), "build_grid",
+                          f"neighbor grid build {dim}d {scalar} {periodic}",
+                          {"radix_sort": radix_sort_func(T.i32, T.i32)}))
+
+
+def query_source(dim: int, periodic: bool, target: str, prefix: str) -> str:
+    """The loop nest visiting every particle within ``{prefix}radius`` of ``{prefix}q``
+    once, binding its index to ``target``; ``pass`` marks where the body goes. Names
+    starting with ``prefix`` are the grid's values, bound by the caller."""
+    g = prefix
+    axes = AXES[:dim]
+    lines = [f"{g}r2 = {g}radius * {g}radius",
+             f"{g}p = ({g}q - {g}lower) * {g}inverse"]
+    for a in axes:
+        lines += [f"{g}c{a} = kd.i64(kd.floor({g}p.{a}))",
+                  f"{g}reach{a} = kd.i64(kd.ceil({g}radius * {g}inverse.{a}))"]
+        if periodic:
+            lines += [f"{g}c{a} = {g}c{a} % {g}n{a}",
+                      f"{g}s{a} = {g}c{a} - {g}reach{a}",
+                      f"{g}e{a} = {g}c{a} + {g}reach{a} + 1",
+                      f"if {g}e{a} - {g}s{a} > {g}n{a}:",
+                      f"    {g}s{a} = 0",
+                      f"    {g}e{a} = {g}n{a}"]
+        else:
+            lines += [f"{g}c{a} = min(max({g}c{a}, 0), {g}n{a} - 1)",
+                      f"{g}s{a} = max({g}c{a} - {g}reach{a}, 0)",
+                      f"{g}e{a} = min({g}c{a} + {g}reach{a} + 1, {g}n{a})"]
+    indent = ""
+    for a in axes:
+        lines += [f"{indent}for {g}o{a} in range({g}s{a}, {g}e{a}):"]
+        indent += "    "
+        lines += [f"{indent}{g}w{a} = {g}o{a} % {g}n{a}" if periodic else f"{indent}{g}w{a} = {g}o{a}"]
+    flat = f"{g}w{axes[0]}"
+    for a in axes[1:]:
+        flat = f"({flat}) * {g}n{a} + {g}w{a}"
+    lines += [f"{indent}{g}cell = {flat}",
+              f"{indent}for {g}k in range({g}start[{g}cell], {g}start[{g}cell + 1]):"]
+    indent += "    "
+    lines += [f"{indent}{g}d = {g}sorted_x[{g}k] - {g}q"]
+    if periodic:
+        lines += [f"{indent}{g}d = {g}d - {g}extent * kd.floor({g}d / {g}extent + 0.5)"]
+    lines += [f"{indent}if kd.dot({g}d, {g}d) <= {g}r2:",
+              f"{indent}    {target} = kd.i64({g}order[{g}k])",
+              f"{indent}    pass"]
+    return "\n".join(lines) + "\n"
