@@ -193,8 +193,10 @@ class AdjointEmitter:
                 tapes[op] = self._forward_while(op, m, recompute, state)
             elif op.name in ("parallel_for", "if") and active:
                 snapshots = self.take_snapshots(state, m)
-                self.clone(op, m, recompute)
-                winners = self._reduction_winners(op, m) if op.name == "parallel_for" else None
+                storage = self._candidate_storage(op, m) if op.name == "parallel_for" else {}
+                new = self.clone(op, m, recompute)
+                winners = (self._reduction_winners(op, m, new, storage)
+                           if storage and new is not None else None)
                 tapes[op] = ReductionTape(winners.winners if winners else {}, snapshots)
             else:
                 if (op.name in ("array_store", "atomic_rmw") and op.operands[0] in self.stateful
@@ -409,7 +411,9 @@ class AdjointEmitter:
             self.restore_snapshots(after_run, m)
         return tape
 
-    def _reduction_winners(self, op: Operation, m: dict[Value, Value]) -> ReductionTape | None:
+    def _candidate_storage(self, op: Operation, m: dict[Value, Value]) -> dict[int, Value]:
+        """For each min/max reduction of ``op`` that varies, an array for the candidate of
+        each iteration."""
         kinds = op.attrs["reductions"]
         picked = [k for k, kind in enumerate(kinds)
                   if kind in ("min", "max") and op.results[k] in self.varied]
@@ -419,34 +423,58 @@ class AdjointEmitter:
                     f"a '{kind}' reduction cannot be differentiated yet; accumulate a sum "
                     "of logarithms instead", op.location)
         if not picked:
-            return None
+            return {}
+        loop = ParallelForOp(op)
+        extents = [m.get(v, v) for v in loop.extents]
+        count = extents[0]
+        for extent in extents[1:]:
+            count = self.op("mul", count, extent)
+        return {k: self._storage([loop.partials[k]], count)[loop.partials[k]] for k in picked}
+
+    def _reduction_winners(self, op: Operation, m: dict[Value, Value], new: Operation,
+                           stored: dict[int, Value]) -> ReductionTape:
+        """The winning iteration of each min/max reduction that varies: the loop ``new``
+        (the forward copy of ``op``) stores each iteration's candidate in ``stored``, and a
+        search loop compares them with the result (stored, not recomputed: a recomputation
+        may round differently, by a vector variant of a math function)."""
+        picked = list(stored)
+        storage = list(stored.values())
         loop = ParallelForOp(op)
         ndim = loop.ndim
-        body = loop.body
         extents = [m.get(v, v) for v in loop.extents]
-        none = self.b.constant(2**62, _INDEX)
-        inner = dict(m)
-        new_body = Block([Value(_INDEX, a.name_hint) for a in loop.ivs]
-                         + [Value(_INDEX, "winner") for _ in picked])
-        inner.update(zip(loop.ivs, new_body.args[:ndim]))
+        new_body = ParallelForOp(new).body
+        terminator = new_body.ops.pop()
         with self.b.at(new_body):
+            # each iteration's own value: the body again from the reduction's identity (the
+            # same ops in the same loop, so that they round as those the loop reduced)
+            inner = dict(m)
+            inner.update(zip(loop.ivs, new_body.args[:ndim]))
+            kinds = op.attrs["reductions"]
             for k, arg in enumerate(loop.partials):
                 inner[arg] = self.reduction_identity(kinds[k], arg.type)
-            for inner_op in body.ops[:-1]:
-                if inner_op.name not in _SKIPPED_WHEN_RECOMPUTING:
+            for inner_op in loop.body.ops[:-1]:
+                if not self.skipped_when_recomputing(inner_op):
                     self.clone(inner_op, inner, True)
             linear = self.linear_index(new_body.args[:ndim], extents)
-            yielded = body.ops[-1].operands
+            yielded = loop.body.ops[-1].operands
+            for array, k in zip(storage, picked):
+                self.b.create("array_store", [array, linear, inner.get(yielded[k], yielded[k])])
+        new_body.ops.append(terminator)
+        none = self.b.constant(2**62, _INDEX)
+        search_body = Block([Value(_INDEX, a.name_hint) for a in loop.ivs]
+                            + [Value(_INDEX, "winner") for _ in picked])
+        with self.b.at(search_body):
+            linear = self.linear_index(search_body.args[:ndim], extents)
             partials = []
             for slot, k in enumerate(picked):
-                value = inner.get(yielded[k], yielded[k])
+                value = self.b.create("array_load", [storage[slot], linear]).result
                 won = self.op("eq", value, m[op.results[k]])
                 candidate = self.op("select", won, linear, none)
-                partials.append(self.op("min", new_body.args[ndim + slot], candidate))
+                partials.append(self.op("min", search_body.args[ndim + slot], candidate))
             self.b.create("yield", partials)
         search = self.b.create("parallel_for", [*extents, *[none for _ in picked]],
                                {"ndim": ndim, "reductions": tuple("min" for _ in picked)},
-                               [new_body], [_INDEX for _ in picked])
+                               [search_body], [_INDEX for _ in picked])
         winners = {}
         for slot, k in enumerate(picked):
             init = m.get(loop.inits[k], loop.inits[k])
