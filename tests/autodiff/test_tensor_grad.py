@@ -125,3 +125,126 @@ def test_a_size_one_axis_known_only_at_run_time_cannot_broadcast() -> None:
     assert g[1].shape == (4, 3)
     with pytest.raises(ValueError, match="new axis"):
         kd.grad(scaled_rows, (0, 1))(x, data(1, 3))
+
+
+@kd.kernel
+def strided_views(x: A2, v: A1) -> kd.f64:
+    a = x[::2, 1:]
+    b = x[-1:-4:-1, :-1]
+    return (kd.sum(a[:2] * b[1:3] * 3.0) + kd.sum(kd.cos(x.T @ v))
+            + kd.sum(x[1:-1:2, 0] * v[1:-1:2]))
+
+
+def test_slices_with_steps_and_negative_bounds_and_transposes() -> None:
+    x, v = data(7, 6), data(7)
+    gx, gv = kd.grad(strided_views, (0, 1))(x, v)
+    ex = np.zeros_like(x)
+    a, b = x[::2, 1:], x[-1:-4:-1, :-1]
+    ex[::2, 1:][:2] += 3.0 * b[1:3]
+    ex[-1:-4:-1, :-1][1:3] += 3.0 * a[:2]
+    s = -np.sin(x.T @ v)
+    ex += np.outer(v, s)
+    ex[1:-1:2, 0] += v[1:-1:2]
+    ev = x @ s
+    ev[1:-1:2] += x[1:-1:2, 0]
+    np.testing.assert_allclose(gx, ex, rtol=1e-12)
+    np.testing.assert_allclose(gv, ev, rtol=1e-12)
+    kd.check_grad(strided_views, x, v, argnums=(0, 1))
+
+
+@kd.kernel
+def matrix_vector(a: A2, v: A1, u: A1) -> kd.f64:
+    return kd.sum(kd.sin(a @ v)) + kd.sum(kd.exp(u @ a) * 0.1) + (v @ v) * 0.5
+
+
+def test_matrix_vector_products() -> None:
+    a, v, u = data(5, 4), data(4), data(5)
+    ga, gv, gu = kd.grad(matrix_vector, (0, 1, 2))(a, v, u)
+    c, e = np.cos(a @ v), 0.1 * np.exp(u @ a)
+    np.testing.assert_allclose(ga, np.outer(c, v) + np.outer(u, e), rtol=1e-12)
+    np.testing.assert_allclose(gv, a.T @ c + v, rtol=1e-12)
+    np.testing.assert_allclose(gu, a @ e, rtol=1e-12)
+    kd.check_grad(matrix_vector, a, v, u, argnums=(0, 1, 2))
+
+
+@kd.kernel
+def extremes(x: A2) -> kd.f64:
+    m = kd.max(x, axis=1)
+    n = kd.min(x * 2.0, axis=0, keepdims=True)
+    return kd.sum(m * m) + kd.sum(kd.sin(n)) + kd.max(x) * 3.0 + kd.min(kd.cos(x))
+
+
+def test_max_and_min_route_to_the_extreme_elements() -> None:
+    x = data(4, 5)
+    g = kd.grad(extremes)(x)
+    expected = np.zeros_like(x)
+    rows = np.arange(4)
+    expected[rows, x.argmax(axis=1)] += 2 * x.max(axis=1)
+    cols = np.arange(5)
+    expected[x.argmin(axis=0), cols] += 2 * np.cos(2 * x.min(axis=0))
+    expected[np.unravel_index(x.argmax(), x.shape)] += 3.0
+    k = np.unravel_index(np.cos(x).argmin(), x.shape)
+    expected[k] -= np.sin(x[k])
+    np.testing.assert_allclose(g, expected, rtol=1e-12)
+    kd.check_grad(extremes, x)
+
+
+@kd.kernel
+def row_max(x: A2) -> kd.f64:
+    return kd.sum(kd.max(x, axis=1) * 2.0)
+
+
+def test_tied_maxima_share_the_gradient() -> None:
+    x = np.array([[1.0, 3.0, 3.0], [0.5, 0.25, 0.125]])
+    g = kd.grad(row_max)(x)
+    np.testing.assert_allclose(g, [[0.0, 1.0, 1.0], [2.0, 0.0, 0.0]])
+
+
+@kd.kernel
+def where_both_sides(x: A2, y: A2) -> kd.f64:
+    return kd.sum(kd.where(x > 0.0, x * y, kd.exp(y)) + kd.where(x > 0.0, 0.0, 1.0 / x))
+
+
+def test_where_routes_to_the_taken_side_without_nan() -> None:
+    x, y = data(4, 5), data(4, 5, seed=3)
+    x[0, 0] = 0.0  # 1 / x is infinite on the side not taken
+    gx, gy = kd.grad(where_both_sides, (0, 1))(x, y)
+    positive = x > 0.0
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(gx, np.where(positive, y, -1.0 / np.where(positive, 1.0, x) ** 2))
+    np.testing.assert_allclose(gy, np.where(positive, x, np.exp(y)), rtol=1e-12)
+    x[0, 0] = 0.5
+    kd.check_grad(where_both_sides, x, y, argnums=(0, 1))
+
+
+@kd.kernel
+def assignments(x: A1, s: kd.f64) -> kd.f64:
+    c = kd.zeros_like(x)
+    c[1:-1] = x[2:] - x[:-2]
+    c += s * x
+    c[0] = 0.5
+    d = kd.zeros_like(x)
+    d[:] = c * c
+    d[::2] += kd.sin(x[::2])
+    return kd.sum(d * x)
+
+
+def test_slice_and_augmented_assignment_into_temporaries() -> None:
+    x, s = data(9), 0.6
+    gx, gs = kd.grad(assignments, (0, 1))(x, s)
+    c = np.zeros_like(x)
+    c[1:-1] = x[2:] - x[:-2]
+    c += s * x
+    c[0] = 0.5
+    d = c * c
+    d[::2] += np.sin(x[::2])
+    dc = 2 * c * x
+    dc[0] = 0.0
+    ex = d.copy()
+    ex[::2] += np.cos(x[::2]) * x[::2]
+    ex += s * dc
+    ex[2:] += dc[1:-1]
+    ex[:-2] -= dc[1:-1]
+    np.testing.assert_allclose(gx, ex, rtol=1e-12)
+    assert gs == pytest.approx((dc * x).sum(), rel=1e-12)
+    kd.check_grad(assignments, x, s, argnums=(0, 1))

@@ -782,13 +782,15 @@ class TensorAdjoints:
         accumulate = op.attrs.get("accumulate")
         self.flush()
         g = storage
-        if self._touched_before(op, dest):  # read it now: what follows changes it
+        # when the adjoint of an earlier use of the array will be added into its adjoint,
+        # read the adjoint now and, for an assignment, clear what it overwrote
+        if self._touched_before(op, dest):
             dims = [self.b.value("array_dim", storage, axis=k) for k in range(dest.type.ndim)]
             g = self.new_array(dest.type.dtype, dims, "empty")
             self.b.create("tensor_assign", [g, storage])
-        if accumulate is None:
-            self.b.create("tensor_assign", [storage, self.b.constant(0.0, T.element_scalar(
-                dest.type.dtype))])
+            if accumulate is None:
+                self.b.create("tensor_assign", [storage, self.b.constant(
+                    0.0, T.element_scalar(dest.type.dtype))])
         if not self.is_varied(source):
             return
         if accumulate == "sub":
