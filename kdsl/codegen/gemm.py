@@ -470,7 +470,7 @@ class GemmOps:
         from kdsl import types as T
         from kdsl.codegen.abi import ErrorCode
 
-        a, bm, c = (self.values[v] for v in op.operands)
+        a, bm, c = (self.values[v] for v in op.operands[:3])
         scalar = T.element_scalar(op.operands[2].type.dtype)
         size = ir.Constant(i64, scalar.itemsize)
         b = self.b
@@ -487,10 +487,15 @@ class GemmOps:
         def elements(stride: ir.Value) -> ir.Value:
             return self.b.sdiv(stride, size)
 
-        args = [a.shape[0], bm.shape[1], a.shape[1],
-                a.data, elements(a.strides[0]), elements(a.strides[1]),
+        rows, a_data, c_data = a.shape[0], a.data, c.data
+        if len(op.operands) == 5:  # rows first to first + count only
+            first, rows = (self.values[v] for v in op.operands[3:])
+            a_data = b.gep(a.data, [b.mul(first, a.strides[0])])
+            c_data = b.gep(c.data, [b.mul(first, c.strides[0])])
+        args = [rows, bm.shape[1], a.shape[1],
+                a_data, elements(a.strides[0]), elements(a.strides[1]),
                 bm.data, elements(bm.strides[0]), elements(bm.strides[1]),
-                c.data, elements(c.strides[0]), ir.Constant(i1, bool(self.in_parallel))]
+                c_data, elements(c.strides[0]), ir.Constant(i1, bool(self.in_parallel))]
         entry_t = ir.FunctionType(i32, [arg.type for arg in args])
         failed = b.call(b.bitcast(b.load(slot), entry_t.as_pointer()), args)
         self._fail_if(b.icmp_unsigned("!=", failed, ir.Constant(i32, 0)), ErrorCode.MEMORY, op,

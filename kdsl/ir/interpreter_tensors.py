@@ -124,6 +124,7 @@ class TensorOps:
         return [np.matmul(a.astype(dtype), b.astype(dtype))]
 
     def op_gemm(self, op: Operation, args: list, env: dict) -> list:
-        a, b, c = args
-        c[...] = np.matmul(np.asarray(a), np.asarray(b)).astype(c.dtype)
+        a, b, c = args[:3]
+        rows = slice(int(args[3]), int(args[3]) + int(args[4])) if len(args) == 5 else slice(None)
+        c[rows] = np.matmul(np.asarray(a)[rows], np.asarray(b)).astype(c.dtype)
         return []

@@ -382,8 +382,9 @@ register(OpDef("tensor_assign", Trait.NONE, _none, memory=(WRITE, READ),
 register(OpDef("tensor_matmul", Trait.NONE, _from_attr("type"), memory=(READ,),
                result_memory=Memory.ALLOCATE, doc="a @ b, 2-D by 2-D or 1-D"))
 register(OpDef("gemm", Trait.NONE, _none, memory=(READ, READ, WRITE),
-               doc="gemm %a, %b, %c: c[...] = a @ b, 2-D arrays of one float type, c with "
-                   "contiguous rows (the CPU's packed, register-blocked product)"))
+               doc="gemm %a, %b, %c[, %first, %count]: c[...] = a @ b (or only rows first to "
+                   "first + count of c and a), 2-D arrays of one float type, c with contiguous "
+                   "rows (the CPU's packed, register-blocked product)"))
 register(OpDef("raise_value_error", Trait.SIDE_EFFECT, _none,
                doc="operands ok, the offending value; attrs what"))
 register(OpDef("raise_shape_error", Trait.SIDE_EFFECT, _none,

@@ -130,6 +130,16 @@ def test_fused_epilogue(rng, dtype):
     assert_same(dense_tanh(x, w, bias), expected, **_tolerance(dtype, 30))
 
 
+def test_epilogue_over_many_row_blocks_and_broadcast_operands(rng):
+    """More rows than one block of the epilogue, on two threads; a bias of one element
+    takes the broadcasting version of the epilogue."""
+    x, w = _data(rng, (401, 30), np.float32), _data(rng, (30, 35), np.float32) * 0.2
+    tol = _tolerance(np.float32, 30)
+    for bias in (_data(rng, 35, np.float32), _data(rng, 1, np.float32)):
+        expected = np.tanh(_reference(x, w) + bias)
+        assert_same(with_threads(2, dense_tanh, x, w, bias), expected, **tol)
+
+
 def test_mlp_forward(rng):
     x, w1, b1 = _data(rng, (64, 32), np.float32), _data(rng, (32, 48), np.float32) * 0.2, _data(rng, 48, np.float32)
     w2 = _data(rng, (48, 10), np.float32)
