@@ -32,6 +32,7 @@ def libdevice_name(name: str) -> str:
 
 class DeviceScalarEmitter(ScalarEmitter):
     vector_math = False  # libdevice
+    nan_ignoring_intrinsics = False
 
     def function(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
         return super().function(libdevice_name(name), ret, args)

@@ -38,6 +38,7 @@ class ScalarEmitter:
     """Emits one scalar op at the builder's position."""
 
     vector_math = True  # fastmath: math calls that vectorise (see codegen.vector_math)
+    nan_ignoring_intrinsics = True  # llvm.maxnum / llvm.minnum
 
     def __init__(self, module: ir.Module, fastmath: tuple[str, ...]) -> None:
         self.module = module
@@ -71,6 +72,8 @@ class ScalarEmitter:
 
     def emit(self, name: str, t: T.ScalarType, operands: list[ir.Value], attrs: dict) -> ir.Value:
         method: Callable[..., ir.Value] | None = getattr(self, f"op_{name}", None)
+        if attrs.get("ignore_nan") and t.is_float and self.nan_ignoring_intrinsics:
+            return self.nan_ignoring(name, operands)
         if method is None:
             return self.math_call(MATH_FUNCTIONS[name], t, operands)
         return method(t, *operands)
@@ -87,6 +90,14 @@ class ScalarEmitter:
         if fn.intrinsic is not None:
             return self.builder.call(callee, operands, fastmath=self.fastmath)
         return self.builder.call(callee, operands)
+
+    def nan_ignoring(self, name: str, operands: list[ir.Value]) -> ir.Value:
+        """``min``/``max`` with ``ignore_nan``: a NaN operand gives the other one (a
+        reduction's combine whose accumulator is never NaN: it vectorises)."""
+        a, b = operands
+        suffix = "f32" if a.type == f32 else "f64"
+        fn = self.function(f"llvm.{name}num.{suffix}", a.type, [a.type, a.type])
+        return self.builder.call(fn, [a, b])
 
     def vectorisable(self, libm_name: str, t: ir.Type) -> ir.Function | None:
         """The scalar function with vector variants for a C library math function, or

@@ -28,6 +28,7 @@ from kdsl.ir.core import Block, Module, Operation, Value, use_counts
 from kdsl.ir.effects import view_source
 from kdsl.ir.passes.tensor_fusion import disjoint_rows, feeds_elementwise, fusable, lower_deferred
 from kdsl.ir.passes.tensor_matmul import lower_matmul, lower_matmul_with_epilogue
+from kdsl.ir.passes.tensor_rows import absorbed_ops, lower_rows, row_plans
 from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
 from kdsl.ir.rewrite import remap_operands
 
@@ -59,11 +60,17 @@ class TensorLowerer:
         self.deferred: dict[Value, Operation] = {}  # products waiting for their epilogue
         self.direct = False
         self.builder = IRBuilder(Block())
+        # reductions computed row by row (tensor_rows.py): the current row's value, and
+        # the shape of the reduction's result
+        self.row_values: dict[Value, Value] = {}
+        self.row_shapes: dict[Value, list[Value]] = {}
 
     # --- driving ---------------------------------------------------------------------
 
     def visit(self, block: Block) -> None:
         out: list[Operation] = []
+        plans = row_plans(self, block)
+        absorbed = absorbed_ops(plans)
         for position, op in enumerate(block.ops):
             for region in op.regions:
                 self.visit(region)
@@ -71,9 +78,16 @@ class TensorLowerer:
             if op.name not in _TENSOR_OPS:
                 out.append(op)
                 continue
+            if op in absorbed:  # computed in its assignment's row loop, then dropped as dead
+                if op.name == "tensor_map":
+                    self.fused.add(op.result)
+                out.append(op)
+                continue
             self.builder = IRBuilder(Block())
             self.builder.location = op.location
-            if op.name == "tensor_map":
+            if op in plans:
+                lower_rows(self, op, plans[op])
+            elif op.name == "tensor_map":
                 if fusable(self, op, block, position):
                     self.fused.add(op.result)
                     out.append(op)  # read by its consumer's loop, then dropped as dead
@@ -116,6 +130,8 @@ class TensorLowerer:
 
     def dims(self, v: Value) -> list[Value]:
         v = self.resolve(v)
+        if v in self.row_shapes:
+            return self.row_shapes[v]
         return [self.value("array_dim", v, axis=k) for k in range(v.type.ndim)]
 
     def leaves(self, v: Value) -> list[Value]:
@@ -175,6 +191,8 @@ class TensorLowerer:
         v = self.resolve(v)
         if not isinstance(v.type, T.ArrayType):
             return v
+        if v in self.row_values:
+            return self.row_values[v]
         if v in self.fused:
             op = self.definitions[v]
             operand_type = op.attrs["operand_type"]

@@ -1,0 +1,209 @@
+"""Row-fused lowering of a tensor assignment that reads reductions along the last axis
+kept as a size-1 axis (``keepdims=True``): softmax, layer norm, ``x / kd.sum(x, axis=1,
+keepdims=True)``.
+
+The assignment and the reductions it reads become one parallel loop over the rows (the
+leading axes); for each row, every reduction is a serial loop along the row, in program
+order (a later one may read an earlier one: ``mean((x - mean(x)) ** 2)``), and then the
+assignment's loop writes the row. A row is read once per reduction and once more for the
+result while it is in the cache; no temporary array is made, and an elementwise value
+used by several of them (softmax's ``e``) is recomputed in each rather than stored: the
+vectorised math costs less than the memory traffic of a temporary.
+
+Eligible when the reductions and elementwise values involved are used only by the
+assignment's expression, are computed in the same block before it with no write to
+memory in between, and the destination is not a view of any array the expression reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from kdsl import types as T
+from kdsl.ir.core import Block, Operation, Value
+from kdsl.ir.effects import has_side_effects, view_source
+from kdsl.ir.passes.tensor_matmul import lower_matmul
+from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
+
+if TYPE_CHECKING:
+    from kdsl.ir.passes.lower_tensors import TensorLowerer
+
+
+@dataclass
+class RowPlan:
+    """The reductions (in program order) and elementwise ops an assignment absorbs."""
+
+    reductions: list[Operation] = field(default_factory=list)
+    maps: list[Operation] = field(default_factory=list)
+    leaves: list[Value] = field(default_factory=list)
+
+
+def _base(lo: TensorLowerer, v: Value) -> Value:
+    op = lo.definitions.get(v)
+    while op is not None and (source := view_source(op)) is not None:
+        v = source
+        op = lo.definitions.get(v)
+    return v
+
+
+def _is_row_reduction(op: Operation, ndim: int) -> bool:
+    result = op.result.type
+    return (op.attrs.get("keepdims") is True and op.attrs.get("axis") == ndim - 1
+            and op.operands[0].type.ndim == ndim and isinstance(result, T.ArrayType)
+            and result.ndim == ndim)
+
+
+def _collect(lo: TensorLowerer, assign: Operation, positions: dict[Operation, int]) -> RowPlan | None:
+    dest, source = assign.operands
+    ndim = dest.type.ndim
+    plan = RowPlan()
+    seen: set[Operation] = set()
+
+    def visit(v: Value) -> None:
+        op = lo.definitions.get(v)
+        if (op is None or op not in positions or positions[op] >= positions[assign]
+                or op.name not in ("tensor_map", "tensor_reduce")
+                or (op.name == "tensor_reduce" and not _is_row_reduction(op, ndim))):
+            if isinstance(v.type, T.ArrayType) and v not in plan.leaves:
+                plan.leaves.append(v)
+            return
+        if op in seen:
+            return
+        seen.add(op)
+        for operand in op.operands:
+            visit(operand)
+        (plan.reductions if op.name == "tensor_reduce" else plan.maps).append(op)
+
+    visit(source)
+    if not plan.reductions:
+        return None
+    absorbed = set(plan.reductions) | set(plan.maps)
+    for op in absorbed:
+        if any(user is not assign and user not in absorbed for user in lo.users.get(op.result, [])):
+            return None  # needed elsewhere: lowered on its own
+    dest_base = _base(lo, dest)
+    if any(_base(lo, leaf) is dest_base for leaf in plan.leaves):
+        return None
+    first = min(positions[op] for op in absorbed)
+    block_ops = list(positions)
+    between = block_ops[first:positions[assign]]
+    if any(has_side_effects(op) for op in between if op not in absorbed):
+        return None
+    plan.reductions.sort(key=positions.__getitem__)
+    return plan
+
+
+def row_plans(lo: TensorLowerer, block: Block) -> dict[Operation, RowPlan]:
+    """The assignments of ``block`` that are lowered row by row, with what they absorb."""
+    positions = {op: k for k, op in enumerate(block.ops)}
+    plans: dict[Operation, RowPlan] = {}
+    claimed: set[Operation] = set()
+    for op in block.ops:
+        if (op.name != "tensor_assign" or op.attrs.get("accumulate")
+                or not isinstance(op.operands[0].type, T.ArrayType)
+                or op.operands[0].type.ndim < 2):
+            continue
+        plan = _collect(lo, op, positions)
+        if plan is None or claimed & (set(plan.reductions) | set(plan.maps)):
+            continue
+        claimed |= set(plan.reductions) | set(plan.maps)
+        plans[op] = plan
+    return plans
+
+
+def absorbed_ops(plans: dict[Operation, RowPlan]) -> set[Operation]:
+    return {op for plan in plans.values() for op in plan.reductions + plan.maps}
+
+
+def _deep_leaves(lo: TensorLowerer, v: Value, reductions: dict[Value, Operation]) -> list[Value]:
+    """The arrays an expression reads, looking through its fused values and reductions."""
+    v = lo.resolve(v)
+    if not isinstance(v.type, T.ArrayType):
+        return []
+    if v in reductions:
+        return _deep_leaves(lo, reductions[v].operands[0], reductions)
+    if v in lo.fused:
+        return [leaf for operand in lo.definitions[v].operands
+                for leaf in _deep_leaves(lo, operand, reductions)]
+    return [v]
+
+
+def lower_rows(lo: TensorLowerer, assign: Operation, plan: RowPlan) -> None:
+    """Emits the row-fused loop nest of ``assign`` at the lowerer's builder."""
+    dest, source = assign.operands
+    ndim = dest.type.ndim
+    for leaf in plan.leaves:  # a product waiting for an epilogue: computed first
+        if leaf in lo.deferred:
+            lo.mapping[leaf] = lower_matmul(lo, lo.deferred.pop(leaf))
+    zero, one = lo.constant(0, T.i64), lo.constant(1, T.i64)
+    shape = lo.dims(dest)
+    reductions = {op.result: op for op in plan.reductions}
+    extents: dict[Value, list[Value]] = {}
+    for op in plan.reductions:  # shapes (and their checks) in program order
+        source_shape = lo.broadcast_shape(op.operands[0], ndim,
+                                          "operands could not be broadcast together")
+        if op.attrs["kind"] in ("min", "max"):
+            count = one
+            for size in source_shape:
+                count = lo.value("mul", count, size)
+            lo.builder.create("raise_value_error", [lo.value("gt", count, zero), count], {
+                "what": f"zero-size array to reduction operation {op.attrs['kind']} "
+                        "which has no identity"})
+        extents[op.result] = source_shape
+        lo.row_shapes[op.result] = source_shape[:-1] + [one]
+    lo.check_fits(source, shape, "cannot assign: array shapes")
+
+    def body(ivs: list[Value], accs: list[Value]) -> list[Value]:
+        for op in plan.reductions:
+            _reduce_row(lo, op, list(ivs), extents[op.result])
+        row = list(ivs)
+
+        def store(j: Value, carried: list[Value]) -> list[Value]:
+            value = lo.convert(lo.element(source, row + [j]), dest.type.dtype)
+            lo.builder.create("array_store", [dest, *row, j, value])
+            return []
+
+        lo.serial_loop(lo.value("max", shape[-1], zero), [], store)
+        return []
+
+    outer = [lo.value("max", s, zero) for s in shape[:-1]]
+    leaves = _deep_leaves(lo, source, reductions)
+    same: Value = lo.constant(True, T.bool_)
+    for leaf in leaves:  # fewer axes (layer norm's weights): the trailing ones must match
+        trailing = shape[ndim - leaf.type.ndim:]
+        for size, want in zip(lo.dims(leaf), trailing):
+            same = lo.value("bit_and", same, lo.value("eq", size, want))
+    regions = []
+    for direct in (True, False):
+        block = Block()
+        with lo.builder.at(block):
+            lo.direct = direct
+            lo.parallel_loop(outer, body)
+            lo.builder.create("yield", [])
+        regions.append(block)
+    lo.direct = False
+    lo.builder.create("if", [same], {"types": []}, regions, [])
+
+
+def _reduce_row(lo: TensorLowerer, op: Operation, row: list[Value], shape: list[Value]) -> None:
+    """One reduction along the current row, its value kept for the row's later loops."""
+    kind = op.attrs["kind"]
+    combine = REDUCTION_COMBINE[kind]
+    element_t = op.result.type.dtype
+    scalar = T.element_scalar(element_t)
+    source = op.operands[0]
+    init = lo.convert(lo.constant(reduction_identity(combine, scalar), scalar), element_t)
+
+    # the accumulator starts at an identity and is never NaN: a NaN element is skipped
+    # either way, and min/max without the NaN test vectorise
+    attrs = {"ignore_nan": True} if combine in ("min", "max") and scalar.is_float else {}
+
+    def inner(k: Value, carried: list[Value]) -> list[Value]:
+        value = lo.convert(lo.element(source, row + [k]), element_t)
+        return [lo.builder.create(combine, [carried[0], value], attrs).result]
+
+    total = lo.serial_loop(lo.value("max", shape[-1], lo.constant(0, T.i64)), [init], inner).result
+    if kind == "mean":
+        total = lo.value("div", total, lo.convert(lo.builder.cast(shape[-1], scalar), element_t))
+    lo.row_values[op.result] = total
