@@ -3,12 +3,13 @@
 Particles of unit mass interact through the Lennard-Jones pair potential (reduced
 units: sigma = epsilon = 1), truncated at ``CUTOFF`` and shifted so that it is
 continuous there. They live in a periodic square box and are integrated with
-velocity Verlet. Forces come from a cell list rebuilt at every step: each particle
-only looks at the particles in its own and the eight neighbouring cells.
+velocity Verlet. Forces come from a ``kd.NeighborGrid`` rebuilt at every step (a
+parallel radix sort of the particles by cell): each particle visits the particles
+within the cutoff with ``for j in grid.neighbors(p, CUTOFF)``.
 
 The whole time-stepping loop runs inside one kernel call: a serial ``for step in
-range(steps)`` whose body is a handful of ``kd.prange`` loops (kick and drift, cell
-binning, forces with a potential-energy reduction, kick with a kinetic-energy
+range(steps)`` whose body is a handful of ``kd.prange`` loops (kick and drift, the
+grid, forces with a potential-energy reduction, kick with a kinetic-energy
 reduction). Started as a cold, sparse lattice, the fluid condenses into droplets.
 
     python gallery/lennard_jones.py                  # 6400 particles, 6000 + 2000 steps
@@ -76,7 +77,7 @@ def cell_coords(p: kd.vec2, box: kd.f32, ncell: kd.i32) -> kd.ivec2:
     return kd.ivec2(max(cx, 0), max(cy, 0))
 
 
-# --- cell list ------------------------------------------------------------------------
+# --- cell list of the distributed run (mpi_runs/lennard_jones.py) ----------------------
 
 
 @kd.func
@@ -143,25 +144,32 @@ def particle_force(i: kd.i32, pos: kd.Array[kd.vec2], box: kd.f32, ncell: kd.i32
 
 
 @kd.func
-def compute_forces(pos: kd.Array[kd.vec2], acc: kd.Array[kd.vec2], box: kd.f32,
-                   ncell: kd.i32, cell_start: kd.Array[kd.i32],
-                   cell_particles: kd.Array[kd.i32]) -> kd.f32:
+def compute_forces(pos: kd.Array[kd.vec2], acc: kd.Array[kd.vec2], box: kd.f32) -> kd.f32:
     """Fill ``acc`` with the forces (unit mass) and return the potential energy."""
+    grid = kd.NeighborGrid(pos, CUTOFF, (0.0, 0.0), (box, box), periodic=True)
     potential = 0.0
     for i in kd.prange(pos.shape[0]):
-        f, e = particle_force(i, pos, box, ncell, cell_start, cell_particles)
-        acc[i] = f
-        potential += e                       # reduction
+        p = pos[i]
+        force = kd.vec2(0.0)
+        energy = kd.f32(0.0)     # an f32 accumulator, stated explicitly
+        for j in grid.neighbors(p, CUTOFF):
+            if j == i:
+                continue
+            d = minimum_image(p - pos[j], box)
+            r2 = kd.dot(d, d)
+            if r2 < CUTOFF2:
+                f, e = pair_interaction(r2)
+                force += f * d
+                energy += e
+        acc[i] = force
+        potential += 0.5 * energy            # reduction
     return potential
 
 
 @kd.kernel
-def forces(pos: kd.Array[kd.vec2], acc: kd.Array[kd.vec2], box: kd.f32, ncell: kd.i32,
-           cell_start: kd.Array[kd.i32], cell_fill: kd.Array[kd.i32],
-           particle_cell: kd.Array[kd.i32], cell_particles: kd.Array[kd.i32]) -> kd.f32:
-    """Bin the particles, fill ``acc`` with the forces and return the potential energy."""
-    build_cells(pos, box, ncell, cell_start, cell_fill, particle_cell, cell_particles)
-    return compute_forces(pos, acc, box, ncell, cell_start, cell_particles)
+def forces(pos: kd.Array[kd.vec2], acc: kd.Array[kd.vec2], box: kd.f32) -> kd.f32:
+    """Fill ``acc`` with the forces and return the potential energy."""
+    return compute_forces(pos, acc, box)
 
 
 @kd.kernel
@@ -208,10 +216,8 @@ def thermostat(vel: kd.Array[kd.vec2], kinetic: kd.f32, n: kd.i64, temperature: 
 
 @kd.kernel
 def simulate(pos: kd.Array[kd.vec2], vel: kd.Array[kd.vec2], acc: kd.Array[kd.vec2],
-             box: kd.f32, ncell: kd.i32, dt: kd.f32, steps: kd.i32,
-             cell_start: kd.Array[kd.i32], cell_fill: kd.Array[kd.i32],
-             particle_cell: kd.Array[kd.i32], cell_particles: kd.Array[kd.i32],
-             energy: kd.Array[kd.vec2], temperature: kd.f32, coupling: kd.f32):
+             box: kd.f32, dt: kd.f32, steps: kd.i32, energy: kd.Array[kd.vec2],
+             temperature: kd.f32, coupling: kd.f32):
     """Advance ``steps`` velocity-Verlet steps; ``acc`` must hold the current forces.
 
     With ``coupling`` (``dt / tau``) above zero, a Berendsen thermostat pulls the
@@ -222,8 +228,7 @@ def simulate(pos: kd.Array[kd.vec2], vel: kd.Array[kd.vec2], acc: kd.Array[kd.ve
     n = pos.shape[0]
     for step in range(steps):
         kick_and_drift(pos, vel, acc, box, dt)
-        build_cells(pos, box, ncell, cell_start, cell_fill, particle_cell, cell_particles)
-        potential = compute_forces(pos, acc, box, ncell, cell_start, cell_particles)
+        potential = compute_forces(pos, acc, box)
         kinetic = kick(vel, acc, dt)
         if coupling > 0.0:
             kinetic = thermostat(vel, kinetic, n, temperature, coupling)
@@ -235,24 +240,17 @@ def simulate(pos: kd.Array[kd.vec2], vel: kd.Array[kd.vec2], acc: kd.Array[kd.ve
 
 @dataclass
 class System:
-    """Particle state and cell-list storage of one simulation."""
+    """Particle state of one simulation."""
 
     pos: np.ndarray             # (n, 2) float32
     vel: np.ndarray             # (n, 2) float32
     acc: np.ndarray             # (n, 2) float32
     box: float
-    ncell: int
-    cell_start: np.ndarray      # (ncell**2 + 1,) int32
-    cell_fill: np.ndarray       # (ncell**2,) int32
-    particle_cell: np.ndarray   # (n,) int32
-    cell_particles: np.ndarray  # (n,) int32
+    ncell: int                  # cells per side of the distributed run's cell list
 
     @property
     def n(self) -> int:
         return len(self.pos)
-
-    def cell_arrays(self) -> tuple[np.ndarray, ...]:
-        return self.cell_start, self.cell_fill, self.particle_cell, self.cell_particles
 
     @property
     def device(self) -> str:
@@ -264,9 +262,7 @@ class System:
             if device == "cuda":
                 return kd.array(a, device="cuda")
             return a.numpy() if getattr(a, "device", "cpu") == "cuda" else a
-        arrays = {f: move(getattr(self, f)) for f in ("pos", "vel", "acc", "cell_start",
-                                                       "cell_fill", "particle_cell",
-                                                       "cell_particles")}
+        arrays = {f: move(getattr(self, f)) for f in ("pos", "vel", "acc")}
         return System(box=self.box, ncell=self.ncell, **arrays)
 
 
@@ -288,10 +284,6 @@ def make_system(pos: np.ndarray, vel: np.ndarray, box: float) -> System:
         acc=np.zeros((n, 2), np.float32),
         box=box,
         ncell=ncell,
-        cell_start=np.zeros(ncell * ncell + 1, np.int32),
-        cell_fill=np.zeros(ncell * ncell, np.int32),
-        particle_cell=np.zeros(n, np.int32),
-        cell_particles=np.zeros(n, np.int32),
     )
 
 
@@ -311,8 +303,7 @@ def initial_state(n: int, density: float, temperature: float, seed: int) -> Syst
 
 def compute_acceleration(system: System) -> float:
     """Fill ``system.acc`` and return the potential energy."""
-    return float(forces(system.pos, system.acc, system.box, system.ncell,
-                        *system.cell_arrays()))
+    return float(forces(system.pos, system.acc, system.box))
 
 
 def total_energy(system: System) -> tuple[float, float]:
@@ -331,8 +322,8 @@ def run(system: System, steps: int, dt: float, temperature: float = 0.0,
         energy = kd.array(energy, device="cuda")
     coupling = dt / tau if tau > 0.0 else 0.0
     compute_acceleration(system)
-    simulate(system.pos, system.vel, system.acc, system.box, system.ncell, dt, steps,
-             *system.cell_arrays(), energy, temperature, coupling)
+    simulate(system.pos, system.vel, system.acc, system.box, dt, steps, energy, temperature,
+             coupling)
     return energy.numpy() if system.device == "cuda" else energy
 
 
@@ -414,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_distributed(args)
     system = initial_state(args.particles, args.density, args.temperature, args.seed)
     system = system.to(args.device)
-    print(f"particles: {system.n}  box: {system.box:.1f}  cells: {system.ncell}^2  "
+    print(f"particles: {system.n}  box: {system.box:.1f}  "
           f"device: {args.device}  threads: {kd.get_num_threads()}")
 
     start = time.perf_counter()

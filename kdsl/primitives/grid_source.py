@@ -83,7 +83,8 @@ def query_source(dim: int, periodic: bool, target: str, prefix: str) -> str:
     g = prefix
     axes = AXES[:dim]
     lines = [f"{g}r2 = {g}radius * {g}radius",
-             f"{g}p = ({g}q - {g}lower) * {g}inverse"]
+             f"{g}p = ({g}q - {g}lower) * {g}inverse",
+             f"{g}inverse_extent = 1.0 / {g}extent"]
     for a in axes:
         lines += [f"{g}c{a} = kd.i64(kd.floor({g}p.{a}))",
                   f"{g}reach{a} = kd.i64(kd.ceil({g}radius * {g}inverse.{a}))"]
@@ -111,7 +112,7 @@ def query_source(dim: int, periodic: bool, target: str, prefix: str) -> str:
     indent += "    "
     lines += [f"{indent}{g}d = {g}sorted_x[{g}k] - {g}q"]
     if periodic:
-        lines += [f"{indent}{g}d = {g}d - {g}extent * kd.floor({g}d / {g}extent + 0.5)"]
+        lines += [f"{indent}{g}d = {g}d - {g}extent * kd.floor({g}d * {g}inverse_extent + 0.5)"]
     lines += [f"{indent}if kd.dot({g}d, {g}d) <= {g}r2:",
               f"{indent}    {target} = kd.i64({g}order[{g}k])",
               f"{indent}    pass"]

@@ -62,6 +62,7 @@ class NeighborGrid:
         q = np.asarray(q, dtype=self.dtype).reshape(-1)
         r = self.dtype.type(radius)
         centre = self._cells_of(q[None, :])[0]
+        inverse_extent = (self.dtype.type(1.0) / self.extent).astype(self.dtype)
         ranges = []
         for a in range(len(q)):
             reach = math.ceil(r * self.inverse[a])
@@ -79,6 +80,6 @@ class NeighborGrid:
             for k in range(self.start[flat], self.start[flat + 1]):
                 d = self.sorted_x[k] - q
                 if self.periodic:
-                    d = d - self.extent * np.floor(d / self.extent + self.dtype.type(0.5))
+                    d = d - self.extent * np.floor(d * inverse_extent + self.dtype.type(0.5))
                 if np.dot(d, d) <= r * r:
                     yield int(self.order[k])

@@ -1,10 +1,11 @@
 """A parallel, stable LSD radix sort in the kernel language, 8 bits a pass.
 
-Each pass cuts the array into blocks: the blocks count their digits in parallel, one
+A first parallel pass finds the smallest and largest key: digits above the highest bit
+in which they differ are the same in every key, so those passes are not made. Each pass
+cuts the array into blocks: the blocks count their digits in parallel, one
 serial scan over (digit, block) gives each block its first slot for each digit, and the
 blocks scatter in parallel, each in its own order (which keeps the sort stable). A pass
-whose digit is the same for every key moves nothing and is skipped, so small integers
-and keys sharing their high bits cost fewer passes. Keys (and the values that go with
+whose digit is the same for every key moves nothing. Keys (and the values that go with
 them) move between the arrays and one buffer each; an odd number of passes ends with a
 copy back.
 """
@@ -69,17 +70,30 @@ def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
     forward = "keys, values, kb, vb" if with_values else "keys, kb"
     backward = "kb, vb, keys, values" if with_values else "kb, keys"
     copy_back = ["            keys[i] = kb[i]"] + (["            values[i] = vb[i]"] if with_values else [])
+    k = kd_name(key_type(t))
     return "\n".join([
         "@kd.func",
         f"def radix_sort({params}):",
         "    n = keys.shape[0]",
         "    if n < 2:",
         "        return",
+        # digits above the highest bit in which the smallest and largest key differ are
+        # the same in every key: those passes are skipped without counting
+        f"    low = ~{k}(0)",
+        f"    high = {k}(0)",
+        "    for i in kd.prange(n):",
+        "        key = key_of(keys[i])",
+        "        low = min(low, key)",
+        "        high = max(high, key)",
+        "    varying = low ^ high",
+        "    passes = 0",
+        f"    while passes < {passes} and (varying >> (passes * {DIGIT_BITS})) != 0:",
+        "        passes += 1",
         *buffers,
         "    nb = min(max(n // 65536, 1), 64)",
         f"    hist = kd.empty((nb, {BUCKETS}), kd.i64)",
         "    in_buffer = False",
-        f"    for p in range({passes}):",
+        "    for p in range(passes):",
         f"        shift = p * {DIGIT_BITS}",
         "        if in_buffer:",
         f"            moved = radix_pass({backward}, hist, shift)",
