@@ -1,0 +1,145 @@
+"""Gradients through ``kd.Tape`` against the forward run, in one process:
+``python benchmarks/tape.py`` (``--quick`` for small sizes).
+
+Rows: the n-body potential energy of benchmarks/grad.py (one kernel call recorded, then
+``tape.backward``) next to ``kd.grad`` of the same kernel; the gallery's soft-body throw
+(gallery/soft_body_throw.py: a Python loop of in-place time steps recorded by the tape)
+with its forward run alone, recorded, and the backward pass. Gradients are checked
+against ``kd.grad`` (n-body) before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def best_time(fn: Callable[[], Any], seconds: float = 2.0, repeats: int = 10) -> float:
+    fn()
+    best = float("inf")
+    started = time.perf_counter()
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t)
+        if time.perf_counter() - started > seconds:
+            break
+    return best
+
+
+def tape_row(kernel: Any, pos: np.ndarray, forward_s: float, grad_s: float | None = None) -> None:
+    """The energy's gradient through a tape (record the call, then backward)."""
+    import kdsl as kd
+
+    x = kd.array(pos, requires_grad=True)
+
+    def through_tape() -> None:
+        with kd.Tape() as tape:
+            energy = kernel(x)
+        tape.backward(energy)
+        tape.zero()
+
+    through_tape()
+    expected = kd.grad(kernel)(pos)
+    with kd.Tape() as tape:
+        energy = kernel(x)
+    tape.backward(energy)
+    error = np.abs(x.grad.numpy() - expected).max() / np.abs(expected).max()
+    status = "ok" if error < 1e-5 else f"FAIL (relative error {error:.2e})"
+    tape_s = best_time(through_tape)
+    line = (f"  through kd.Tape    {tape_s * 1e3:9.2f} ms   tape / forward = "
+            f"{tape_s / forward_s:.2f}  (target <= 3)  [{status}]")
+    if grad_s is not None:
+        line += f"; tape / kd.grad = {tape_s / grad_s:.2f}"
+    print(line)
+
+
+def nbody(n: int) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from grad import energy_source  # type: ignore[import-not-found]
+
+    import kdsl as kd
+
+    kernel = energy_source()
+    pos = np.random.default_rng(1).random((n, 3)).astype(np.float32) * 10.0
+    g = kd.grad(kernel)
+    g(pos)
+    forward_s = best_time(lambda: kernel(pos))
+    grad_s = best_time(lambda: g(pos))
+    print(f"n-body energy, N = {n}, f32, {kd.get_num_threads()} threads")
+    print(f"  forward            {forward_s * 1e3:9.2f} ms")
+    print(f"  kd.grad            {grad_s * 1e3:9.2f} ms   gradient / forward = "
+          f"{grad_s / forward_s:.2f}")
+    tape_row(kernel, pos, forward_s, grad_s)
+
+
+def load_gallery(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"gallery_{name}", ROOT / "gallery" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def soft_body(side: int, steps: int) -> None:
+    import kdsl as kd
+
+    throw = load_gallery("soft_body_throw")
+    scene = throw.Scene(side, "cpu")
+    dt = throw.FLIGHT_SECONDS / steps
+    recorded: list[Any] = []
+
+    def forward() -> None:
+        scene.run(steps, dt)
+
+    def record() -> None:
+        with kd.Tape() as tape:
+            loss, _ = scene.run(steps, dt)
+        recorded[:] = [tape, loss]
+
+    def backward() -> None:
+        tape, loss = recorded
+        tape.backward(loss)
+        tape.zero()
+
+    record()
+    backward()
+    rows = []  # interleaved, best of each
+    for _ in range(5):
+        rows.append((best_time(forward, 0.5, 2), best_time(record, 0.5, 2),
+                     best_time(backward, 0.5, 2)))
+    forward_s, record_s, backward_s = (min(r[k] for r in rows) for k in range(3))
+    print(f"soft-body throw (gallery), {side * side} masses, {steps} steps, "
+          f"{kd.get_num_threads()} threads; the tape keeps {recorded[0].memory_bytes / 1e6:.1f} MB")
+    print(f"  forward            {forward_s * 1e3:9.2f} ms")
+    print(f"  recorded forward   {record_s * 1e3:9.2f} ms   recorded / forward = "
+          f"{record_s / forward_s:.2f}")
+    print(f"  backward           {backward_s * 1e3:9.2f} ms   backward / forward = "
+          f"{backward_s / forward_s:.2f}; (recorded + backward) / forward = "
+          f"{(record_s + backward_s) / forward_s:.2f}  (target <= 3)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--n", type=int, default=4096)
+    parser.add_argument("--side", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
+    args = parser.parse_args()
+    if args.quick:
+        args.n, args.side, args.steps = 512, 12, 100
+    nbody(args.n)
+    soft_body(args.side, args.steps)
+
+
+if __name__ == "__main__":
+    main()
