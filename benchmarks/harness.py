@@ -23,7 +23,7 @@ class Config:
     softmax_cols: int
     mlp_batch: int  # MLP: x is (batch, width), w1 and w2 (width, width)
     mlp_width: int
-    matmul_n: int  # (n, n) @ (n, n)
+    matmul_sizes: tuple[int, ...]  # (n, n) @ (n, n), f32 and f64
     repeats: int  # timed runs after the warm-up (fewer when a run is slow, see best_of)
     budget_s: float  # a side stops repeating once its timed runs have used this long
     probes: int  # fresh processes per compile-time measurement (the best one counts)
@@ -42,7 +42,7 @@ class Config:
             softmax_cols=1024,
             mlp_batch=4096,
             mlp_width=256,
-            matmul_n=1024,
+            matmul_sizes=(64, 256, 1024, 2048),
             repeats=20,
             budget_s=2.0,
             probes=3,
@@ -62,7 +62,7 @@ class Config:
             softmax_cols=1024,
             mlp_batch=512,
             mlp_width=256,
-            matmul_n=256,
+            matmul_sizes=(64, 256),
             repeats=3,
             budget_s=0.5,
             probes=1,

@@ -157,3 +157,9 @@ def mlp(
 @kd.kernel
 def matmul(a: kd.Array[kd.f32, 2], b: kd.Array[kd.f32, 2]):
     return a @ b
+
+
+@kd.kernel
+def matmul_any(a, b):
+    """``a @ b`` of any float type (one specialisation per type)."""
+    return a @ b

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property, partial
 from pathlib import Path
 
@@ -427,6 +427,11 @@ def _torch_side(fn_name: str, *arrays: np.ndarray) -> tuple[Timed | None, np.nda
 
 
 def mlp(ctx: Context) -> list[Row]:
+    from peak import set_blas_threads
+
+    import kdsl as kd
+
+    set_blas_threads(kd.get_num_threads())  # NumPy's BLAS on kdsl's threads
     cfg = ctx.config
     batch, width = cfg.mlp_batch, cfg.mlp_width
     gen = rng()
@@ -464,38 +469,66 @@ def mlp(ctx: Context) -> list[Row]:
     return [row]
 
 
+def _torch_matmul(a: np.ndarray, b: np.ndarray) -> Timed | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    import kdsl as kd
+
+    torch.set_num_threads(kd.get_num_threads())
+    ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    return Timed(lambda: ta @ tb)
+
+
 def matmul(ctx: Context) -> list[Row]:
+    """``a @ b`` at several sizes, f32 and f64: kdsl, NumPy's BLAS on kdsl's threads,
+    PyTorch (CPU, same threads) in the notes; Numba's naive loops at the small sizes."""
+    from peak import peak, set_blas_threads
+
+    import kdsl as kd
+
     cfg = ctx.config
-    n = cfg.matmul_n
-    gen = rng()
-    a, b = uniform(n * n, gen).reshape(n, n), uniform(n * n, gen).reshape(n, n)
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    c_numba = np.empty_like(a)
-    nbk.matmul_naive(a, b, c_numba)
-    row = Row("matmul a @ b", f"{n}^3 f32")
-    atol = 1e-5 * float(want.max())
-    for side, got in (
-        ("kdsl", kdk.matmul(a, b)),
-        ("numpy", npk.matmul(a, b)),
-        ("numba naive", c_numba),
-    ):
-        row.ok &= agree(f"matmul: {side} vs float64", got, want, rtol=1e-5, atol=atol)
-    times = _time_row(
-        row,
-        {
-            "numpy": Timed(partial(npk.matmul, a, b)),
-            "numba": Timed(partial(nbk.matmul_naive, a, b, c_numba)),
-            "kdsl": Timed(partial(kdk.matmul, a, b)),
-        },
-        cfg,
-    )
-    flops = 2.0 * n**3
-    row.notes.append(
-        f"kdsl {flops / times['kdsl'] / 1e9:.1f} GFLOP/s (numpy BLAS "
-        f"{flops / times['numpy'] / 1e9:.1f}, numba {flops / times['numba'] / 1e9:.1f}); "
-        f"numba = naive i, j, k loops; targets: vs numpy >= 0.25x, vs numba >= 3x"
-    )
-    return [row]
+    threads = kd.get_num_threads()
+    blas = set_blas_threads(threads)
+    machine = peak()
+    timing = replace(cfg, budget_s=min(cfg.budget_s, 0.6))  # a short row, even at 2048
+    rows = []
+    for dtype in (np.float32, np.float64):
+        for n in cfg.matmul_sizes:
+            gen = rng()
+            a = uniform(n * n, gen).reshape(n, n).astype(dtype)
+            b = uniform(n * n, gen).reshape(n, n).astype(dtype)
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            name = np.dtype(dtype).name
+            row = Row("matmul a @ b", f"{n}^3 {'f32' if dtype == np.float32 else 'f64'}")
+            tol = 1e-5 if dtype == np.float32 else 1e-12
+            sides = {"numpy": Timed(partial(npk.matmul, a, b)),
+                     "kdsl": Timed(partial(kdk.matmul_any, a, b))}
+            results = {"kdsl": kdk.matmul_any(a, b), "numpy": npk.matmul(a, b)}
+            if n <= 256:
+                c_numba = np.empty_like(a)
+                nbk.matmul_naive(a, b, c_numba)
+                results["numba naive"] = c_numba
+                sides["numba"] = Timed(partial(nbk.matmul_naive, a, b, c_numba))
+            torch_side = _torch_matmul(a, b)
+            if torch_side is not None:
+                sides["torch"] = torch_side
+            for side, got in results.items():
+                row.ok &= agree(f"matmul {name} {n}: {side} vs float64", got, want, rtol=tol,
+                                atol=tol * float(want.max()))
+            times = _time_row(row, sides, timing)
+            flops = 2.0 * n**3
+            top = machine.gflops(threads, np.dtype(dtype).itemsize)
+            rate = {side: flops / t / 1e9 for side, t in times.items()}
+            note = (f"kdsl {rate['kdsl']:.1f} GFLOP/s = {rate['kdsl'] / top:.0%} of peak "
+                    f"{top:.0f}; numpy {rate['numpy']:.1f}")
+            if "torch" in rate:
+                note += f", torch {rate['torch']:.1f} (torch/kdsl {times['torch'] / times['kdsl']:.2f}x)"
+            row.notes.append(note)
+            rows.append(row)
+    rows[-1].notes.append(machine.describe(threads) + ("" if blas else "; BLAS threads not set"))
+    return rows
 
 
 # --- 8. compile time and import time, each in a fresh process -------------------------
