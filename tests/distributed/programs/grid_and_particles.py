@@ -133,12 +133,16 @@ def check_reductions() -> None:
         raise AssertionError("allreduce accepted op='mean'")
 
 
-def check_cuda_staging() -> None:
-    """CUDA arrays (the emulated device) through host staging equal the host exchange."""
+def check_cuda_arrays() -> None:
+    """CUDA arrays (the emulated device, whose memory the host can read) exchange like
+    host arrays: staged through host buffers for an MPI that is not CUDA-aware, and
+    handed to MPI through ``__cuda_array_interface__`` when it claims to be."""
     if os.environ.get("KDSL_CUDA_EMULATOR") != "1":
         return
-    for shape, periodic, dtype in (((12, 10), (True, False), kd.vec2), ((7, 6, 5), True,
-                                                                         np.float64)):
+    for aware, (shape, periodic, dtype) in itertools.product(
+            ("0", "1"), (((12, 10), (True, False), kd.vec2), ((7, 6, 5), True, np.float64))):
+        os.environ["KDSL_MPI_CUDA_AWARE"] = aware
+        assert kdd.cuda_aware() == (aware == "1")
         grid = kdd.Grid(shape, ghost=1, periodic=periodic)
         host = grid.zeros(dtype)
         host[grid.interior] = np.random.default_rng(RANK).normal(
@@ -146,7 +150,10 @@ def check_cuda_staging() -> None:
         device = kd.array(host, device="cuda")
         grid.halo_exchange(host)
         grid.halo_exchange(device)
-        assert np.array_equal(device.numpy(), host)
+        assert np.array_equal(device.numpy(), host), aware
+        from_device, from_host = grid.gather(device), grid.gather(host)
+        assert RANK != 0 or np.array_equal(from_device, from_host)
+    del os.environ["KDSL_MPI_CUDA_AWARE"]
 
 
 def check_heat_solver() -> None:
@@ -252,7 +259,7 @@ def main() -> None:
     check_width_one_of_two()
     check_reductions()
     check_bad_input()
-    check_cuda_staging()
+    check_cuda_arrays()
     check_heat_solver()
     check_particles()
     check_lennard_jones()
