@@ -215,6 +215,7 @@ class Tape:
                              "make the parameters with kd.array(..., requires_grad=True)")
         adjoints, scalar_adjoints = self._seed(loss)
         versions: dict[int, Any] = {}  # id -> the array's value at the point of the walk
+        kept = self._snapshots_read_later()
         self.saved_bytes = 0
         self._busy = True
         try:
@@ -223,7 +224,8 @@ class Tape:
                 seed = scalar_adjoints.get(index, 0.0)
                 if call.argnums and (seed != 0.0 or any(
                         id(call.args[k]) in adjoints for k in call.written)):
-                    self._reverse(call, versions, adjoints, scalar_adjoints, seed)
+                    self._reverse(call, versions, adjoints, scalar_adjoints, seed,
+                                  kept.get(index, set()))
                 versions.update(call.snapshots)
         finally:
             self._busy = False
@@ -232,8 +234,28 @@ class Tape:
             if found is not None:
                 _add_gradient(leaf, found)
 
+    def _snapshots_read_later(self) -> dict[int, set[int]]:
+        """For each call (by index), the arrays (by id) whose copy from before the call
+        the way back reads again after the call's own product: an earlier call reads the
+        array without writing it, and this call is the first to write it after that one."""
+        kept: dict[int, set[int]] = {}
+        next_writer: dict[int, int] = {}
+        for index in reversed(range(len(self._calls))):
+            call = self._calls[index]
+            written = {id(call.args[k]) for k in call.written}
+            if call.argnums:
+                for a in call.args:
+                    key = id(a)
+                    if _is_array(a) and key not in written and key in next_writer:
+                        kept.setdefault(next_writer[key], set()).add(key)
+            for key in written:
+                next_writer[key] = index
+        return kept
+
     def _reverse(self, call: _Call, versions: dict[int, Any], adjoints: dict[int, Any],
-                 scalar_adjoints: dict[int, float], seed: float) -> None:
+                 scalar_adjoints: dict[int, float], seed: float, kept: set[int]) -> None:
+        """Runs the call's vector-Jacobian product on the arrays as the call found them
+        (it overwrites the arrays the call writes: copies where they are read again)."""
         from kdsl.runtime.vjp_kernel import vjp_kernel
 
         args = []
@@ -241,7 +263,12 @@ class Tape:
             if isinstance(a, TapeScalar):
                 args.append(float(a))
             elif _is_array(a):
-                args.append(call.snapshots.get(id(a), versions.get(id(a), a)))
+                key = id(a)
+                snapshot = call.snapshots.get(key)
+                if snapshot is None:
+                    args.append(versions.get(key, a))
+                else:
+                    args.append(_copy(snapshot) if key in kept else snapshot)
             else:
                 args.append(a)
         adjoint_arrays = []

@@ -291,3 +291,34 @@ def test_integer_arrays_cannot_require_gradients() -> None:
         kd.array(np.arange(3, dtype=np.int32), requires_grad=True)
     with pytest.raises(TypeError, match="floating-point"):
         kd.zeros(3, kd.i64, requires_grad=True)
+
+
+@kd.kernel
+def double_and_shift(x: kd.Array[kd.f64], out: kd.Array[kd.f64], index: kd.Array[kd.i32]):
+    n = x.shape[0]
+    for i in kd.prange(n):
+        out[i] = 2.0 * x[i] * x[i]
+        index[i] = (i + 3) % n
+
+
+def test_an_index_array_read_before_a_later_call_overwrites_it() -> None:
+    def program(x: Any) -> Any:
+        index = np.random.default_rng(5).permutation(x.shape[0]).astype(np.int32)
+        out, doubled = np.zeros(x.shape[0]), np.zeros(x.shape[0])
+        gather_add(x, index, out)             # reads index
+        double_and_shift(x, doubled, index)   # then overwrites it
+        return squared_distance(out, doubled)
+
+    check_tape(program, RNG.random(7))
+
+
+def test_an_array_read_before_a_later_call_overwrites_it() -> None:
+    def program(x: Any) -> Any:
+        out = np.empty(x.shape[0])
+        tmp = np.empty(x.shape[0])
+        scale_into(out, x, 1.5)
+        scale_into(tmp, out, 2.0)   # reads out as the next call finds it
+        scale_into(out, x, 0.5)     # overwrites out without reading it
+        return squared_distance(tmp, out)
+
+    check_tape(program, RNG.random(9))

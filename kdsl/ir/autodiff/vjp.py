@@ -7,7 +7,7 @@ returns nothing). On entry an adjoint array holds the adjoint of its array's val
 the call; on exit, the adjoint of its value before the call: a store reads the adjoint of
 the element it overwrote and clears it, a load adds to it. The kernel returns the adjoints
 of the differentiated scalar arguments, then the peak bytes kept for the reverse sweep.
-Array arguments are left as the call found them.
+The arrays the kernel writes are left in no particular state (the tape passes copies).
 """
 
 from __future__ import annotations
@@ -67,14 +67,12 @@ def vector_jacobian_product(module: Module, argnums: tuple[int, ...]) -> None:
             adjoint_arrays[a] = zeros_like_array(sweep, a)
     m: dict[Value, Value] = {a: a for a in fn.args}
     ops = fn.body.ops
-    entry_state = sweep.take_snapshots([a for a in fn.args if a in stateful], m)
     tapes = sweep.forward(ops, m, recompute=False)
     builder.location = ret.location
     if result is not None and result in varied:
         g = seed if result.type == T.f64 else sweep.op("cast", seed, type=result.type)
         sweep.adj[result] = g
     sweep.reverse(ops, m, tapes)
-    sweep.restore_snapshots(entry_state, m)
     grads = [sweep.adjoint_or_zero(a) for a in roots if not isinstance(a.type, T.ArrayType)]
     saved_bytes = count_tape_bytes(body, sweep.tape_arrays)
     builder.create("return", [*grads, saved_bytes])
