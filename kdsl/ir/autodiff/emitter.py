@@ -79,6 +79,9 @@ class AdjointEmitter:
         self.varied = varied
         self.varied_arrays = varied_arrays
         self.adjoint_arrays = adjoint_arrays
+        # vector arrays the kernel only reads: their adjoints are summed component by
+        # component in an array of their own (see memory.component_adjoint)
+        self.component_adjoints: dict[Value, Value] = {}
         self.needed = needed
         self.stateful: set[Value] = set()  # arrays updated in place (see memory.py)
         self.old_values: dict[Operation, Value] = {}  # what a store of state overwrote

@@ -12,7 +12,14 @@ from kdsl.ir.autodiff import rules  # noqa: F401  (attaches the rules to the reg
 from kdsl.ir.autodiff.activity import is_float, needed_values, routed_values, varied_values
 from kdsl.ir.autodiff.deferral import Deferral
 from kdsl.ir.autodiff.emitter import located_error
-from kdsl.ir.autodiff.memory import array_bases, stateful_arrays, zeros_like_array
+from kdsl.ir.autodiff.memory import (
+    add_components,
+    array_bases,
+    component_adjoint,
+    stateful_arrays,
+    written_arrays,
+    zeros_like_array,
+)
 from kdsl.ir.autodiff.reverse import ReverseSweep, check_differentiable
 from kdsl.ir.autodiff.tape_bytes import count_tape_bytes
 from kdsl.ir.builder import IRBuilder
@@ -57,6 +64,11 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
     for a in fn.args:  # arguments that receive values that vary: adjoints of their own
         if a in varied_arrays and a not in adjoint_arrays:
             adjoint_arrays[a] = zeros_like_array(sweep, a)
+    written = written_arrays(fn.body)
+    for a in adjoint_arrays:
+        if isinstance(a.type, T.ArrayType) and isinstance(a.type.dtype, T.VectorType) and (
+                a not in written):
+            sweep.component_adjoints[a] = component_adjoint(sweep, a)
     m: dict[Value, Value] = {a: a for a in fn.args}
     ops = fn.body.ops
     # the arguments the kernel updates in place are left as the call found them
@@ -68,6 +80,8 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
         sweep.adj[result] = sweep.const(1.0, result.type)
     sweep.reverse(ops, m, tapes)
     sweep.emit_deferred(ops, m)
+    for a, components in sweep.component_adjoints.items():
+        add_components(sweep, components, adjoint_arrays[a])
     builder.location = ret.location
     value = m.get(result, result)
     sweep.restore_snapshots(entry_state, m)

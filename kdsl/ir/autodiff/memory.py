@@ -31,6 +31,12 @@ def array_bases(body: Block) -> dict[Value, Value]:
     return bases
 
 
+def written_arrays(body: Block) -> set[Value]:
+    """The arrays written somewhere (through a view or not)."""
+    bases = array_bases(body)
+    return {bases.get(op.operands[0], op.operands[0]) for op in body.walk() if op.name in _WRITES}
+
+
 def stateful_arrays(body: Block, varied_arrays: set[Value]) -> set[Value]:
     """Arrays written somewhere that are also read somewhere, or whose values vary."""
     bases = array_bases(body)
@@ -84,3 +90,34 @@ def zeros_like_array(e: AdjointEmitter, array: Value) -> Value:
     dims = [e.b.create("array_dim", [array], {"axis": k}).result for k in range(t.ndim)]
     return e.b.create("array_new", dims, {"type": T.ArrayType(t.dtype, t.ndim, True),
                                           "fill": "zeros"}).result
+
+
+def component_adjoint(e: AdjointEmitter, array: Value) -> Value:
+    """A zeroed array of the components of ``array``'s vector elements, component axis
+    first: adjoints added at scattered indices update contiguous values (one vector
+    load and store per component in a vectorised loop, not an interleaved triple)."""
+    t = array.type
+    assert isinstance(t, T.ArrayType) and isinstance(t.dtype, T.VectorType)
+    count = e.b.constant(t.dtype.size, T.i64)
+    dims = [e.b.create("array_dim", [array], {"axis": k}).result for k in range(t.ndim)]
+    storage_type = T.ArrayType(t.dtype.element, t.ndim + 1, True)
+    return e.b.create("array_new", [count, *dims],
+                      {"type": storage_type, "fill": "zeros"}).result
+
+
+def add_components(e: AdjointEmitter, components: Value, target: Value) -> None:
+    """``target[...] += vector(components[0, ...], components[1, ...], ...)``, in a
+    parallel loop over the elements of ``target``."""
+    t = target.type
+    assert isinstance(t, T.ArrayType) and isinstance(t.dtype, T.VectorType)
+    dims = [e.b.create("array_dim", [target], {"axis": k}).result for k in range(t.ndim)]
+    body = Block([Value(T.i64, f"i{k}") for k in range(t.ndim)])
+    with e.b.at(body):
+        parts = [e.b.create("array_load", [components, e.b.constant(c, T.i64), *body.args]).result
+                 for c in range(t.dtype.size)]
+        vector = e.b.create("make_vector", parts, {"type": t.dtype}).result
+        old = e.b.create("array_load", [target, *body.args]).result
+        total = e.b.create("add", [old, vector]).result
+        e.b.create("array_store", [target, *body.args, total])
+        e.b.create("yield", [])
+    e.b.create("parallel_for", dims, {"ndim": t.ndim, "reductions": ()}, [body], [])

@@ -208,8 +208,16 @@ class ReverseSweep(AdjointEmitter):
             registers[key] = self.op("add", registers[key], value)
             return
         array, *indices = key
-        self.b.create("atomic_rmw", [self.adjoint_arrays[array], *(m.get(v, v) for v in indices),
-                                     value], {"kind": "add", "implicit": True})
+        mapped = [m.get(v, v) for v in indices]
+        components = self.component_adjoints.get(array)
+        if components is not None:
+            for c in range(T.element_count(value.type)):
+                part = self.op("extract", value, index=c)
+                self.b.create("atomic_rmw", [components, self.b.constant(c, _INDEX), *mapped, part],
+                              {"kind": "add", "implicit": True})
+            return
+        self.b.create("atomic_rmw", [self.adjoint_arrays[array], *mapped, value],
+                      {"kind": "add", "implicit": True})
 
     def _invariant_loads(self, body: Block) -> dict[LoadKey, Any]:
         """Elements every iteration of the loop reads at indices defined outside it."""
