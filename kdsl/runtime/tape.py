@@ -57,10 +57,8 @@ class _Call:
 def _recording_call(kernel: Kernel, *args: Any) -> Any:
     """``Kernel.__call__`` while a tape records (installed by ``Tape.__enter__``, so that
     calls outside tapes pay nothing)."""
-    from kdsl.runtime.gradient import GradientKernel
-
     tape = _RECORDING[-1] if _RECORDING else None
-    if tape is None or tape._busy or isinstance(kernel, GradientKernel):
+    if tape is None or tape._busy or type(kernel) is not Kernel:  # kd.grad, kd.jvp: not recorded
         return _PLAIN_CALL(kernel, *args)
     return tape._record(kernel, args)
 

@@ -322,3 +322,44 @@ def test_an_array_read_before_a_later_call_overwrites_it() -> None:
         return squared_distance(tmp, out)
 
     check_tape(program, RNG.random(9))
+
+
+SHIFT = np.linspace(0.0, 1.0, 4)
+
+
+@kd.kernel
+def shifted(x: kd.Array[kd.f64]) -> kd.f64:
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * SHIFT[i]
+    return s
+
+
+def test_kernels_reading_global_arrays_are_refused_with_gradients() -> None:
+    x = kd.array(RNG.random(4), requires_grad=True)
+    with kd.Tape(), pytest.raises(TypeError, match="reads arrays from globals"):
+        shifted(x)
+    assert shifted(np.ones(4)) == pytest.approx(SHIFT.sum())  # outside a tape: as ever
+
+
+def test_an_error_inside_the_tape_stops_the_recording() -> None:
+    x = kd.array(RNG.random(4), requires_grad=True)
+    with pytest.raises(RuntimeError, match="stop"), kd.Tape() as tape:
+        cubic(x)
+        raise RuntimeError("stop")
+    loss = cubic(x)
+    assert not isinstance(loss, kd.Tape.Scalar)
+    assert repr(tape).startswith("<kd.Tape of 1 calls")
+
+
+def test_kd_grad_and_kd_jvp_inside_a_tape_are_not_recorded() -> None:
+    x = kd.array(RNG.random(4), requires_grad=True)
+    with kd.Tape() as tape:
+        g = kd.grad(cubic)(x.numpy())
+        _, t = kd.jvp(cubic, (x,), (np.ones(4),))
+        loss = cubic(x)
+    np.testing.assert_allclose(g, 3 * x.numpy() ** 2)
+    assert t == pytest.approx(g.sum())
+    tape.backward(loss)
+    np.testing.assert_allclose(x.grad.numpy(), g)
+    assert repr(tape).startswith("<kd.Tape of 1 calls")
