@@ -127,12 +127,10 @@ def _make_direct_plan(grid: Grid, array: np.ndarray, width: int) -> DirectPlan:
                 types[name] = datatype
                 datatypes.append(datatype)
             axis_requests = [
-                comm_request for comm_request in (
-                    grid.comm.Recv_init([memory, 1, types["recv_low"]], low, up),
-                    grid.comm.Recv_init([memory, 1, types["recv_high"]], high, down),
-                    grid.comm.Send_init([memory, 1, types["send_high"]], high, up),
-                    grid.comm.Send_init([memory, 1, types["send_low"]], low, down),
-                )
+                grid.comm.Recv_init([memory, 1, types["recv_low"]], low, up),
+                grid.comm.Recv_init([memory, 1, types["recv_high"]], high, down),
+                grid.comm.Send_init([memory, 1, types["send_high"]], high, up),
+                grid.comm.Send_init([memory, 1, types["send_low"]], low, down),
             ]
         requests.append(axis_requests)
         self_copies.append(copies)
@@ -172,10 +170,42 @@ def _device_buffer(plan: PackedPlan, key: tuple[int, str], face: Any) -> Any:
     return buffer
 
 
+def _message_buffer(plan: PackedPlan, key: tuple[int, str], face: Any,
+                    through_device: bool) -> Any:
+    """The contiguous buffer MPI reads or writes for ``face``: a host buffer for host
+    arrays and for staged CUDA arrays, the device buffer (or face) when MPI is CUDA-aware."""
+    if _is_cuda(face) and through_device:
+        return _device_buffer(plan, key, face)
+    return _host_buffer(plan, key, face)
+
+
+def _pack(plan: PackedPlan, key: tuple[int, str], face: Any, buffer: Any) -> None:
+    """Copies a face to be sent into its message buffer."""
+    if not _is_cuda(face):
+        np.copyto(buffer, face)
+        return
+    device = _device_buffer(plan, key, face)
+    if device is not face:
+        copy_strided(device, face)                 # packed on the device
+    if device is not buffer:
+        _copy_to_host(buffer, device)              # staged through the host
+
+
+def _unpack(plan: PackedPlan, key: tuple[int, str], face: Any, buffer: Any) -> None:
+    """Copies a received message buffer into its ghost face."""
+    if not _is_cuda(face):
+        np.copyto(face, buffer)
+        return
+    device = _device_buffer(plan, key, face)
+    if device is not buffer:
+        _copy_to_device(device, buffer)            # staged through the host
+    if device is not face:
+        copy_strided(face, device)                 # unpacked on the device
+
+
 def _run_packed(grid: Grid, plan: PackedPlan, array: Any, width: int) -> None:
     MPI = mpi()
-    on_cuda = _is_cuda(array)
-    through_device = on_cuda and cuda_aware()
+    through_device = _is_cuda(array) and cuda_aware()
     for axis in range(grid.ndim):
         low, high = grid.neighbours[axis]
         if low == MPI.PROC_NULL and high == MPI.PROC_NULL:
@@ -183,42 +213,21 @@ def _run_packed(grid: Grid, plan: PackedPlan, array: Any, width: int) -> None:
         up, down = _tags(axis)
         faces = {name: array[index]
                  for name, index in face_slices(grid, array.shape, axis, width).items()}
-        buffers: dict[str, Any] = {}
-        for name, face in faces.items():
-            key = (axis, name)
-            if not on_cuda:
-                buffers[name] = _host_buffer(plan, key, face)
-                continue
-            device = _device_buffer(plan, key, face)
-            if name.startswith("send") and device is not face:
-                copy_strided(device, face)
-            if through_device:
-                buffers[name] = device
-            else:
-                host = buffers[name] = _host_buffer(plan, key, face)
-                if name.startswith("send"):
-                    _copy_to_host(host, device)
-        if not on_cuda:
-            np.copyto(buffers["send_low"], faces["send_low"])
-            np.copyto(buffers["send_high"], faces["send_high"])
-        requests = [
+        buffers = {name: _message_buffer(plan, (axis, name), face, through_device)
+                   for name, face in faces.items()}
+        for name in ("send_low", "send_high"):
+            _pack(plan, (axis, name), faces[name], buffers[name])
+        if through_device:
+            kd.synchronize()                       # MPI reads what the kernels wrote
+        MPI.Request.Waitall([
             grid.comm.Irecv(buffers["recv_low"], low, up),
             grid.comm.Irecv(buffers["recv_high"], high, down),
             grid.comm.Isend(buffers["send_high"], high, up),
             grid.comm.Isend(buffers["send_low"], low, down),
-        ]
-        MPI.Request.Waitall(requests)
+        ])
         for name, neighbour in (("recv_low", low), ("recv_high", high)):
-            if neighbour == MPI.PROC_NULL:
-                continue
-            if not on_cuda:
-                np.copyto(faces[name], buffers[name])
-                continue
-            device = _device_buffer(plan, (axis, name), faces[name])
-            if not through_device:
-                _copy_to_device(device, buffers[name])
-            if device is not faces[name]:
-                copy_strided(faces[name], device)
+            if neighbour != MPI.PROC_NULL:
+                _unpack(plan, (axis, name), faces[name], buffers[name])
 
 
 def _copy_to_host(host: np.ndarray, device: Any) -> None:
