@@ -124,6 +124,7 @@ class GemmEmitter:
         self.with_buffers = self._with_buffers()
         self.args_t = ir.LiteralStructType(GEMM_ARGS + [i64, i64])
         self.region = self._region()
+        self.product = self._product()
         self.entry = self._entry()
 
     def _declare(self, name: str, fnty: ir.FunctionType) -> ir.Function:
@@ -423,13 +424,14 @@ class GemmEmitter:
         b.ret_void()
         return fn
 
-    def _entry(self) -> ir.Function:
-        """``c = a @ b``: on a team of threads when the product is big enough and the
-        caller is not in a parallel region (``nested``). Returns 0, or 1 where a packing
-        buffer could not be allocated."""
+    def _product(self) -> ir.Function:
+        """``c = a @ b`` for ``c`` with unit column stride, not overlapping ``a`` or ``b``:
+        on a team of threads when the product is big enough and the caller is not in a
+        parallel region (``nested``). Returns 0, or 1 where a packing buffer could not be
+        allocated."""
         from kdsl.codegen.parallel import MAX_THREADS, SETTINGS_T
 
-        fn, b = self._function("entry", GEMM_ARGS + [i1], i32)
+        fn, b = self._function("product", GEMM_ARGS + [i1], i32)
         args = list(fn.args[:len(GEMM_ARGS)])
         nested = fn.args[len(GEMM_ARGS)]
         m, n, k = args[:3]
@@ -457,6 +459,60 @@ class GemmEmitter:
         b.position_at_end(alone)
         ok = b.call(self.with_buffers, args)
         b.ret(b.zext(b.not_(ok), i32))
+        return fn
+
+
+    def _extent(self, b: ir.IRBuilder, data: ir.Value, rows: ir.Value, cols: ir.Value,
+                rs: ir.Value, cs: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """The first and one past the last byte address a strided matrix touches."""
+        start = b.ptrtoint(data, i64)
+        size = _const(self.itemsize)
+        low, high = start, start
+        for count, stride in ((rows, rs), (cols, cs)):
+            span = b.mul(b.mul(b.sub(count, _const(1)), stride), size)
+            low = b.add(low, _min(b, span, _const(0)))
+            high = b.add(high, _max(b, span, _const(0)))
+        return low, b.add(high, size)
+
+    def _entry(self) -> ir.Function:
+        """``c = a @ b`` for any ``c``: computed in place where ``c`` has unit column
+        stride and overlaps neither operand, else into a buffer that is then copied into
+        ``c`` (as NumPy computes ``c[...] = a @ b`` before assigning). Returns 0, or 1
+        where memory could not be allocated."""
+        fn, b = self._function("entry", GEMM_ARGS + [i64, i1], i32)
+        args = list(fn.args[:len(GEMM_ARGS)])
+        csc, nested = fn.args[len(GEMM_ARGS):]
+        m, n, k, a, rsa, csa, bm, rsb, csb, c, rsc = args
+        c_low, c_high = self._extent(b, c, m, n, rsc, csc)
+        overlap = ir.Constant(i1, 0)
+        for data, rows, cols, rs, cs in ((a, m, k, rsa, csa), (bm, k, n, rsb, csb)):
+            low, high = self._extent(b, data, rows, cols, rs, cs)
+            both = b.and_(b.icmp_signed("<", c_low, high), b.icmp_signed("<", low, c_high))
+            overlap = b.or_(overlap, both)
+        empty = b.or_(b.icmp_signed("<=", m, _const(0)), b.icmp_signed("<=", n, _const(0)))
+        with b.if_then(empty):
+            b.ret(ir.Constant(i32, 0))
+        in_place = b.and_(b.icmp_signed("==", csc, _const(1)), b.not_(overlap))
+        with b.if_then(in_place, likely=True):
+            b.ret(b.call(self.product, args + [nested]))
+        bytes_ = b.mul(b.mul(m, n), _const(self.itemsize))
+        raw = b.call(self.malloc, [bytes_])
+        with b.if_then(b.icmp_unsigned("==", raw, ir.Constant(i8_ptr, None)), likely=False):
+            b.ret(ir.Constant(i32, 1))
+        failed = b.call(self.product, args[:9] + [raw, n, nested])
+        with b.if_then(b.icmp_unsigned("==", failed, ir.Constant(i32, 0)), likely=True):
+            source = b.bitcast(raw, self.tp)
+            target = b.bitcast(c, self.tp)
+
+            def copy_row(i: ir.Value) -> None:
+                row_in = b.gep(source, [b.mul(i, n)])
+                row_out = b.gep(target, [b.mul(i, rsc)])
+                _loop(b, _const(0), n, 1, lambda j: b.store(
+                    b.load(b.gep(row_in, [j])), b.gep(row_out, [b.mul(j, csc)])), "copy.j")
+
+            _loop(b, _const(0), m, 1, copy_row, "copy.i")
+        b.call(self.free, [raw])
+        b.ret(failed)
         return fn
 
 
@@ -495,7 +551,8 @@ class GemmOps:
         args = [rows, bm.shape[1], a.shape[1],
                 a_data, elements(a.strides[0]), elements(a.strides[1]),
                 bm.data, elements(bm.strides[0]), elements(bm.strides[1]),
-                c_data, elements(c.strides[0]), ir.Constant(i1, bool(self.in_parallel))]
+                c_data, elements(c.strides[0]), elements(c.strides[1]),
+                ir.Constant(i1, bool(self.in_parallel))]
         entry_t = ir.FunctionType(i32, [arg.type for arg in args])
         failed = b.call(b.bitcast(b.load(slot), entry_t.as_pointer()), args)
         self._fail_if(b.icmp_unsigned("!=", failed, ir.Constant(i32, 0)), ErrorCode.MEMORY, op,

@@ -4,6 +4,8 @@ register tile or of the packed block's depth), both float types, transposed and 
 operands (packed as they are, no copies), elementwise epilogues, several threads and
 products inside a ``prange``; integer and mixed products keep the plain loop nest."""
 
+import re
+
 import numpy as np
 import pytest
 from kdsl_cpu_util import assert_same, check, kernel_from_source, with_threads
@@ -162,6 +164,40 @@ def test_batched_transposed_with_epilogue(rng):
     assert_same(out, expected, **_tolerance(np.float32, 11))
 
 
+@kd.kernel
+def product_into(a, b, c):
+    c[:] = a @ b
+
+
+def test_assigned_product_writes_into_the_destination(rng):
+    a, b = _data(rng, (37, 29), np.float64), _data(rng, (29, 41), np.float64)
+    tol = _tolerance(np.float64, 29)
+    c = np.zeros((37, 41))
+    check(product_into, a, b, c, **tol)
+    assert_same(c, _reference(a, b), **tol)
+    strided = np.zeros((41, 37)).T  # a column stride of a whole row
+    product_into(a, b, strided)
+    assert_same(strided, _reference(a, b), **tol)
+    broadcast = np.zeros((37, 41))  # a product of one row fills every row
+    product_into(a[:1], b, broadcast)
+    assert_same(broadcast, np.broadcast_to(_reference(a[:1], b), (37, 41)), **tol)
+    with pytest.raises(ValueError, match="37 and 5"):
+        product_into(a, b, np.zeros((5, 41)))
+
+
+def test_assigned_product_overlapping_its_operands(rng):
+    """``s[:] = s @ s`` and ``s[:] = t @ s.T``: the whole product is computed before any
+    element of the destination is written, as in NumPy."""
+    s = _data(rng, (30, 30), np.float64)
+    expected = s @ s
+    product_into(s, s, s)
+    assert_same(s, expected, rtol=1e-12, atol=1e-12)
+    t = _data(rng, (30, 30), np.float64)
+    expected = t @ s.T
+    product_into(t, s.T, s)
+    assert_same(s, expected, rtol=1e-12, atol=1e-12)
+
+
 def test_integer_and_mixed_products_keep_numpy_types(rng):
     ai = rng.integers(-5, 5, (9, 7))
     bi = rng.integers(-5, 5, (7, 4))
@@ -175,6 +211,9 @@ def test_ir_and_machine_code():
 
     a = np.ones((4, 4), np.float32)
     assert "gemm %a, %b" in product.ir(a, a)
+    text = batched.ir(*(np.ones((2, 4, 4)),) * 3)
+    view = re.search(r"(%\d+) = array_view %out", text).group(1)
+    assert re.search(rf"gemm %\d+, %\d+, {view}\n", text)  # straight into out[i]
     assert "kdsl.hook.gemm" in product.llvm_ir(a, a)  # the kernel calls the library
     library = gemm_library._llvm_ir()
     assert "llvm.fma.v" in library and "kdsl_gemm_f32" in library and "kdsl_gemm_f64" in library

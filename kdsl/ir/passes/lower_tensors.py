@@ -27,7 +27,12 @@ from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Module, Operation, Value, use_counts
 from kdsl.ir.effects import view_source
 from kdsl.ir.passes.tensor_fusion import disjoint_rows, feeds_elementwise, fusable, lower_deferred
-from kdsl.ir.passes.tensor_matmul import lower_matmul, lower_matmul_with_epilogue
+from kdsl.ir.passes.tensor_matmul import (
+    assigned_product,
+    lower_matmul,
+    lower_matmul_into,
+    lower_matmul_with_epilogue,
+)
 from kdsl.ir.passes.tensor_rows import absorbed_ops, lower_rows, row_plans
 from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
 from kdsl.ir.rewrite import remap_operands
@@ -51,6 +56,7 @@ class TensorLowerer:
     def __init__(self, module: Module, target: str = "cpu") -> None:
         self.module = module
         self.target = target
+        self.assigned: dict[Operation, Operation] = {}  # c[...] = a @ b: assignment -> @
         body = module.kernel.body
         self.definitions = definitions(body)
         self.uses = use_counts(body)
@@ -93,6 +99,8 @@ class TensorLowerer:
                     out.append(op)  # read by its consumer's loop, then dropped as dead
                     continue
                 self.mapping[op.result] = self.materialize(op.result)
+            elif op in self.assigned:  # c[...] = a @ b: the product writes into c
+                lower_matmul_into(self, self.assigned.pop(op), op)
             elif op.name == "tensor_assign":
                 lower_deferred(self, op.operands[1])
                 self.assign(op.operands[0], op.operands[1],
@@ -100,6 +108,9 @@ class TensorLowerer:
             elif op.name == "tensor_reduce":
                 lower_deferred(self, op.operands[0])
                 self.mapping[op.result] = self.reduce(op)
+            elif (assign := assigned_product(self, op, block, position)) is not None:
+                self.assigned[assign] = op  # lowered at the assignment (after c's view)
+                continue
             elif op.operands[1].type.ndim == 2 and feeds_elementwise(self, op, block, position):
                 self.deferred[op.result] = op  # lowered with its elementwise epilogue
                 out.append(op)

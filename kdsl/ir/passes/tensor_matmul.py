@@ -57,6 +57,60 @@ def lower_matmul(lo: TensorLowerer, op: Operation) -> Value:
     return out
 
 
+
+# ops that may stand between ``@`` and the assignment of its result (``out[i] = a @ b``
+# views ``out`` after computing the product): they write nothing
+_BETWEEN = ("array_view", "array_transpose", "array_dim", "constant")
+
+
+def assigned_product(lo: TensorLowerer, op: Operation, block: Block, position: int) -> Operation | None:
+    """The ``tensor_assign`` right after ``op`` (a ``@``) that is its only use, when the
+    packed product can write straight into its destination (``c[...] = a @ b``)."""
+    if lo.uses.get(op.result, 0) != 1:
+        return None
+    later = iter(block.ops[position + 1:])
+    assign = next(later, None)
+    while assign is not None and assign.name in _BETWEEN:  # the destination's view
+        assign = next(later, None)
+    if (assign is None or assign.name != "tensor_assign" or assign.attrs.get("accumulate")
+            or assign.operands[1] is not op.result):
+        return None
+    a, b = (lo.resolve(v) for v in op.operands)
+    dest = lo.resolve(assign.operands[0])
+    scalar = op.result.type.dtype
+    if dest.type.ndim != 2 or dest.type.dtype != scalar or not packed_product(lo, a, b, scalar):
+        return None
+    return assign
+
+
+def lower_matmul_into(lo: TensorLowerer, op: Operation, assign: Operation) -> None:
+    """``dest[...] = a @ b`` with the product written into ``dest`` when the shapes are
+    equal (the product itself copes with strides and overlap), else through a new array
+    and the assignment's broadcasting."""
+    a, b = (lo.resolve(v) for v in op.operands)
+    dest = lo.resolve(assign.operands[0])
+    n, inner = lo.dims(a)
+    b_dims = lo.dims(b)
+    ok = lo.value("eq", inner, b_dims[0])
+    lo.builder.create("raise_shape_error", [ok, inner, b_dims[0]],
+                      {"axis": 0, "what": "matmul: the inner sizes"})
+    m = b_dims[1]
+    rows, cols = lo.dims(dest)
+    same = lo.value("bit_and", lo.value("eq", rows, n), lo.value("eq", cols, m))
+    regions = []
+    for direct in (True, False):
+        region = Block()
+        with lo.builder.at(region):
+            if direct:
+                lo.builder.create("gemm", [a, b, dest])
+            else:
+                out = lo.value("array_new", n, m, type=op.result.type, fill="empty")
+                lo.builder.create("gemm", [a, b, out])
+                lo.assign(dest, out)
+            lo.builder.create("yield", [])
+        regions.append(region)
+    lo.builder.create("if", [same], {"types": []}, regions, [])
+
 def packed_product(lo: TensorLowerer, a: Value, b: Value, scalar: Any) -> bool:
     """Whether ``a @ b`` becomes the CPU's packed product (``gemm``): 2-D operands of the
     result's float type. (CUDA keeps the loop nest below.)"""
