@@ -111,7 +111,6 @@ class KernelEmitter(ParallelLoops, ArrayViews, GemmOps):
         self.in_parallel = False
         self.private_copies: dict[Value, tuple[ir.Value, ArrayView]] = {}
         self.single_thread: ir.Value | None = None  # in a parallel region: team size is 1
-        self.chunk_counters: dict[ir.Function, ir.Value] = {}  # see codegen.parallel
         self.allocates = False
         self.region_count = 0
         self.status: ir.Value = None  # type: ignore[assignment]

@@ -7,7 +7,11 @@ own block one at a time from the block's counter, then those left in the other b
 on idle cores every thread runs its own block (the static split, which keeps a thread on
 the same data from one loop to the next), and when the OS deschedules a thread (the
 cores are shared with other processes or another threading runtime) the running ones
-take over its chunks instead of waiting for it. Reductions keep one partial per chunk,
+take over its chunks instead of waiting for it. The loop body is one function of a chunk's
+range (``region``); a loop on the calling thread calls it once for the whole range, with no
+schedule and no atomics, and a team's threads call it per chunk from one shared driver
+(``team_driver``, started by ``run_team``, both emitted once per module). Reductions keep
+one partial per chunk,
 combined in chunk order afterwards, so a result does not depend on which thread ran which
 chunk. A loop whose estimated work (iterations times the body's cost, see parallel_cost)
 is below the runtime's threshold runs on the calling thread: a team would cost more than
@@ -52,6 +56,11 @@ MAX_CHUNKS = 512
 CHUNK_ALIGN = 64  # iterations: a multiple of any vector loop's width times its unrolling
 # runtime.threads.ParallelSettings, which the requested_threads hook points to
 SETTINGS_T = ir.LiteralStructType([i32, i32, i64])
+# the head of a region's context, set by run_team for team_driver: the region function,
+# the block counters, blocks (the team size), chunks, iterations per chunk, axis 0's extent
+HEADER_T = ir.LiteralStructType([i8_ptr, i64.as_pointer(), i64, i64, i64, i64])
+# region(ctx, lower, upper, chunk, tid, single): see ParallelLoops._emit_region
+REGION_T = ir.FunctionType(void, [i8_ptr, i64, i64, i64, i64, ir.IntType(1)])
 PRIVATE_COPY_LIMIT = 1 << 22  # elements; larger scatter targets stay atomic
 PRIVATE_COPY_RATIO = 4  # privatise when iterations >= RATIO * elements
 
@@ -82,7 +91,6 @@ class ParallelLoops:
 
     # state owned by KernelEmitter
     values: dict[Value, Repr]
-    chunk_counters: dict[ir.Function, ir.Value]
     private_copies: dict[Value, tuple[ir.Value, ArrayView]]
     status: ir.Value
     in_parallel: bool
@@ -165,94 +173,136 @@ class ParallelLoops:
 
     # --- outlining ------------------------------------------------------------------
 
-    def _schedule(self, extents: list[ir.Value], cost: int,
-                  vectorised: bool) -> tuple[ir.Value, ir.Value, ir.Value]:
-        """(team size, number of chunks, iterations of the outermost axis per chunk).
-
-        The team is the requested thread count (1 to MAX_THREADS), or 1 when the loop's
-        work (iterations times ``cost``) is below the runtime's threshold. A team of
-        several threads gets CHUNKS_PER_THREAD chunks per thread, fewer when a chunk would
-        hold less than a quarter of the threshold's work (claiming one costs an atomic
-        update of a cache line the threads share); one thread gets one chunk. The chunks
-        of a ``vectorised`` loop (one axis, no inner loop) hold whole multiples of
-        CHUNK_ALIGN iterations."""
-        settings = self.b.bitcast(self.hooks.load(self.b, "requested_threads"),
-                                  SETTINGS_T.as_pointer())
+    def _team_size(self, iterations: ir.Value, cost: int) -> ir.Value:
+        """The requested thread count (1 to MAX_THREADS), or 1 when the loop's work
+        (``iterations`` times ``cost``) is below the runtime's threshold: a team would
+        cost more than it saves."""
+        settings = self._settings()
         requested = self.b.load(self.b.gep(settings, [ir.Constant(i32, 0), ir.Constant(i32, 0)]))
         min_work = self.b.load(self.b.gep(settings, [ir.Constant(i32, 0), ir.Constant(i32, 2)]))
-        one = ir.Constant(i64, 1)
         at_least_one = self.scalar.op_max(T.i32, requested, ir.Constant(i32, 1))
         threads = self.scalar.op_min(T.i32, at_least_one, ir.Constant(i32, MAX_THREADS))
-        iterations: ir.Value = one
-        for e in extents:
-            iterations = self.b.mul(iterations, e)
+        needed = self.b.sdiv(self.b.add(min_work, ir.Constant(i64, cost - 1)),
+                             ir.Constant(i64, cost))  # ceil(min_work / cost), no overflow
+        worth = self.b.icmp_signed(">=", iterations, needed)
+        return self.b.select(worth, threads, ir.Constant(i32, 1))
 
-        def iterations_for(work: ir.Value) -> ir.Value:  # ceil(work / cost), no overflow
-            return self.b.sdiv(self.b.add(work, ir.Constant(i64, cost - 1)), ir.Constant(i64, cost))
-
-        worth = self.b.icmp_signed(">=", iterations, iterations_for(min_work))
-        team = self.b.select(worth, threads, ir.Constant(i32, 1))
-        team64 = self.b.zext(team, i64)
-        per_chunk = self.scalar.op_max(
-            T.i64, iterations_for(self.b.sdiv(min_work, ir.Constant(i64, 4))), one)
-        by_work = self.scalar.op_max(T.i64, self.b.sdiv(iterations, per_chunk), one)
-        by_team = self.scalar.op_min(
-            T.i64, self.b.mul(team64, ir.Constant(i64, CHUNKS_PER_THREAD)), by_work)
-        wanted = self.b.select(self.b.icmp_signed(">", team64, one), by_team, one)
-        count = self.scalar.op_min(T.i64, self.scalar.op_min(T.i64, extents[0], wanted),
-                                   ir.Constant(i64, MAX_CHUNKS))
-        count = self.scalar.op_max(T.i64, count, ir.Constant(i64, 0))
-        size = self._ceil_div(extents[0], self.scalar.op_max(T.i64, count, one))
-        if vectorised:
-            # whole vector iterations: elements take the same vectorised or scalar path in
-            # each chunk as in a serial loop, so results do not depend on the chunks
-            align = ir.Constant(i64, CHUNK_ALIGN)
-            size = self.b.mul(self._ceil_div(self.scalar.op_max(T.i64, size, one), align), align)
-            count = self.b.select(self.b.icmp_signed(">", count, one),
-                                  self._ceil_div(extents[0], size), count)
-        return team, count, size
+    def _settings(self) -> ir.Value:
+        return self.b.bitcast(self.hooks.load(self.b, "requested_threads"),
+                              SETTINGS_T.as_pointer())
 
     def _ceil_div(self, a: ir.Value, b: ir.Value) -> ir.Value:
         """ceil(a / b) for a >= 0 and b > 0."""
         return self.b.sdiv(self.b.sub(self.b.add(a, b), ir.Constant(i64, 1)), b)
 
-    def _block_counters(self, team: ir.Value, nchunks: ir.Value) -> ir.Value:
-        """The kernel's chunk counters, one per block (a cache line each), set to the first
-        chunk of each of ``team`` blocks."""
-        fn = self.b.function
-        if fn not in self.chunk_counters:
-            counters = self._entry_alloca(ir.ArrayType(ir.ArrayType(i64, 8), MAX_THREADS))
-            counters.align = 64
-            self.chunk_counters[fn] = counters
-        counters = self.chunk_counters[fn]
-        team64 = self.b.zext(team, i64)
+    def _helper(self, name: str, fn_type: ir.FunctionType,
+                emit: Callable[[ir.Function], None]) -> ir.Function:
+        """A function of the module's parallel runtime, emitted on first use."""
+        existing = self.module.globals.get(name)
+        if isinstance(existing, ir.Function):
+            return existing
+        fn = ir.Function(self.module, fn_type, name)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        saved = self.scalar.builder
+        self._start_function(fn)
+        emit(fn)
+        self._finish_function(fn)
+        self.scalar.builder = saved
+        return fn
+
+    def _run_team(self) -> ir.Function:
+        """``run_team(ctx, region, team, iterations, extent, cost, vectorised)``: cuts
+        axis 0 into chunks, sets the context's header and the block counters, runs
+        ``team_driver`` on a team of ``team`` threads; returns the number of chunks.
+
+        A team gets CHUNKS_PER_THREAD chunks per thread, fewer when a chunk would hold
+        less than a quarter of the threshold's work (claiming one costs an atomic update
+        of a cache line the threads share). The chunks of a ``vectorised`` loop (one
+        axis, no inner loop) hold whole multiples of CHUNK_ALIGN iterations: elements take
+        the same vectorised or scalar path in each chunk as in a serial loop, so results
+        do not depend on the chunks."""
+        fn_type = ir.FunctionType(i64, [i8_ptr, i8_ptr, i32, i64, i64, i64, ir.IntType(1)])
+        return self._helper("kdsl.run_team", fn_type, self._emit_run_team)
+
+    def _emit_run_team(self, fn: ir.Function) -> None:
+        ctx, region, team, iterations, extent, cost, vectorised = fn.args
+        b, one = self.b, ir.Constant(i64, 1)
+        min_work = b.load(b.gep(self._settings(), [ir.Constant(i32, 0), ir.Constant(i32, 2)]))
+        team64 = b.zext(team, i64)
+        quarter = b.sdiv(min_work, ir.Constant(i64, 4))
+        per_chunk = self.scalar.op_max(T.i64, self._ceil_div(quarter, cost), one)
+        by_work = self.scalar.op_max(T.i64, b.sdiv(iterations, per_chunk), one)
+        wanted = self.scalar.op_min(T.i64, b.mul(team64, ir.Constant(i64, CHUNKS_PER_THREAD)),
+                                    by_work)
+        count = self.scalar.op_min(T.i64, self.scalar.op_min(T.i64, extent, wanted),
+                                   ir.Constant(i64, MAX_CHUNKS))
+        count = self.scalar.op_max(T.i64, count, ir.Constant(i64, 0))
+        size = self._ceil_div(extent, self.scalar.op_max(T.i64, count, one))
+        align = ir.Constant(i64, CHUNK_ALIGN)
+        aligned = b.mul(self._ceil_div(self.scalar.op_max(T.i64, size, one), align), align)
+        aligned_count = b.select(b.icmp_signed(">", count, one), self._ceil_div(extent, aligned),
+                                 count)
+        size = b.select(vectorised, aligned, size)
+        count = b.select(vectorised, aligned_count, count)
+        counters = self._entry_alloca(ir.ArrayType(ir.ArrayType(i64, 8), MAX_THREADS))
+        counters.align = 64
 
         def reset(block: ir.Value, carried: list[Repr]) -> list[Repr]:
-            first = self.b.sdiv(self.b.mul(block, nchunks), team64)
-            self.b.store(first, self.b.gep(counters, [ir.Constant(i32, 0), block,
-                                                      ir.Constant(i32, 0)]))
+            first = b.sdiv(b.mul(block, count), team64)  # the first chunk of each block
+            b.store(first, b.gep(counters, [ir.Constant(i32, 0), block, ir.Constant(i32, 0)]))
             return []
 
-        self._counted_loop(ir.Constant(i64, 0), team64, ir.Constant(i64, 1), [], [], reset)
-        return self.b.bitcast(counters, i64.as_pointer())
+        self._counted_loop(ir.Constant(i64, 0), team64, one, [], [], reset)
+        header = b.bitcast(ctx, HEADER_T.as_pointer())
+        for k, value in enumerate([region, b.bitcast(counters, i64.as_pointer()), team64, count,
+                                   size, extent]):
+            b.store(value, b.gep(header, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
+        run = self.hooks.load(b, "parallel")
+        b.call(run, [self._team_driver(), ctx, team, ir.Constant(i32, 0)])
+        b.ret(count)
 
-    def _claim_chunks(self, counters: ir.Value, block: ir.Value, blocks: ir.Value,
-                      nchunks: ir.Value, run_chunk: Callable[[ir.Value], None]) -> None:
-        """Runs the chunks of ``block`` that no thread has claimed yet, one at a time."""
-        end = self.b.sdiv(self.b.mul(self.b.add(block, ir.Constant(i64, 1)), nchunks), blocks)
-        counter = self.b.gep(counters, [self.b.mul(block, ir.Constant(i64, 8))])
-        fn = self.b.function
-        claim_bb = fn.append_basic_block("chunk.claim")
-        run_bb = fn.append_basic_block("chunk.run")
-        done_bb = fn.append_basic_block("chunk.done")
-        self.b.branch(claim_bb)
-        self.b.position_at_end(claim_bb)
-        claimed = self.b.atomic_rmw("add", counter, ir.Constant(i64, 1), "monotonic")
-        self.b.cbranch(self.b.icmp_signed("<", claimed, end), run_bb, done_bb)
-        self.b.position_at_end(run_bb)
-        run_chunk(claimed)
-        self.b.branch(claim_bb)
-        self.b.position_at_end(done_bb)
+    def _team_driver(self) -> ir.Function:
+        """What each thread of a team runs: the unclaimed chunks of its own block one at
+        a time (from the block's counter), then those left in the other blocks. On idle
+        cores every thread runs its own block (the static split, which keeps a thread on
+        the same data from one loop to the next); when the OS deschedules a thread, the
+        running ones take over its chunks instead of waiting for it."""
+        return self._helper("kdsl.team_driver", ir.FunctionType(void, [i8_ptr]),
+                            self._emit_team_driver)
+
+    def _emit_team_driver(self, fn: ir.Function) -> None:
+        b, one = self.b, ir.Constant(i64, 1)
+        ctx = fn.args[0]
+        header = b.bitcast(ctx, HEADER_T.as_pointer())
+        region_p, counters, blocks, nchunks, chunk, extent = (
+            b.load(b.gep(header, [ir.Constant(i32, 0), ir.Constant(i32, k)])) for k in range(6))
+        region = b.bitcast(region_p, REGION_T.as_pointer())
+        tid = b.sext(b.call(self.hooks.load(b, "thread_num"), []), i64)
+        team = b.sext(b.call(self.hooks.load(b, "num_threads"), []), i64)
+        single = b.icmp_signed("==", team, one)
+
+        def visit_block(step: ir.Value, carried: list[Repr]) -> list[Repr]:
+            block = b.urem(b.add(tid, step), blocks)  # this thread's block first
+            end = b.sdiv(b.mul(b.add(block, one), nchunks), blocks)
+            counter = b.gep(counters, [b.mul(block, ir.Constant(i64, 8))])
+            claim_bb = fn.append_basic_block("chunk.claim")
+            run_bb = fn.append_basic_block("chunk.run")
+            done_bb = fn.append_basic_block("chunk.done")
+            b.branch(claim_bb)
+            b.position_at_end(claim_bb)
+            claimed = b.atomic_rmw("add", counter, one, "monotonic")
+            b.cbranch(b.icmp_signed("<", claimed, end), run_bb, done_bb)
+            b.position_at_end(run_bb)
+            lower = self.scalar.op_min(T.i64, b.mul(claimed, chunk), extent)
+            upper = self.scalar.op_min(T.i64, b.add(lower, chunk), extent)
+            b.call(region, [ctx, lower, upper, claimed, tid, single])
+            b.branch(claim_bb)
+            b.position_at_end(done_bb)
+            return []
+
+        self._counted_loop(ir.Constant(i64, 0), blocks, one, [], [], visit_block)
+        b.ret_void()
 
     def _private_copies(self, targets: list[Value], extents: list[ir.Value],
                         nthreads: ir.Value,
@@ -349,15 +399,17 @@ class ParallelLoops:
         types = [r.type for r in op.results]
         free = free_values(body)  # the extents too: the body may use them
         vectorised = ndim == 1 and not has_inner_loop(body)
-        nthreads, nchunks, chunk = self._schedule(extents, body_cost(body), vectorised)
+        cost = body_cost(body)
+        iterations: ir.Value = ir.Constant(i64, 1)
+        for e in extents:
+            iterations = self.b.mul(iterations, e)
+        nthreads = self._team_size(iterations, cost)
         targets = scatter_targets(body, free)
         copies = self._private_copies(targets, extents, nthreads,
                                       bool(op.attrs.get("many_updates")))
-        # the context: status, the chunk schedule, extents, captured values, private copies,
-        # reduction partials
-        counters = self._block_counters(nthreads, nchunks)
-        fields: list[ir.Value] = [self.status, counters, self.b.zext(nthreads, i64), nchunks,
-                                  chunk, *extents]
+        # the context: a header run_team fills in, then the status, extents, captured
+        # values, private copies and reduction partials
+        fields: list[ir.Value] = [self.status, *extents]
         for v in free:
             fields.extend(flatten(self.values[v], v.type))
         for buffer, total in copies:
@@ -370,25 +422,32 @@ class ParallelLoops:
             fields.append(buffer)
         # constants (such as a contiguous array's strides) stay constants in the region
         passed = [f for f in fields if not isinstance(f, ir.Constant)]
-        struct_t = ir.LiteralStructType([f.type for f in passed])
+        struct_t = ir.LiteralStructType([HEADER_T, *[f.type for f in passed]])
         ctx = self._entry_alloca(struct_t)
         for k, f in enumerate(passed):
-            self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k)]))
-        outlined = self._emit_outlined(body, struct_t, fields, ndim, free, targets, types, kinds)
+            self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k + 1)]))
+        region = self._emit_region(body, struct_t, fields, ndim, free, targets, types, kinds)
         ctx_ptr = self.b.bitcast(ctx, i8_ptr)
         fn = self.b.function
         serial_bb = fn.append_basic_block("parallel.serial")
         team_bb = fn.append_basic_block("parallel.team")
         done_bb = fn.append_basic_block("parallel.done")
         self.b.cbranch(self.b.icmp_signed("<=", nthreads, ir.Constant(i32, 1)), serial_bb, team_bb)
+        # on the calling thread: the whole range as one chunk, no schedule, no atomics
         self.b.position_at_end(serial_bb)
-        self.b.call(outlined, [ctx_ptr])
+        zero = ir.Constant(i64, 0)
+        self.b.call(region, [ctx_ptr, zero, extents[0], zero, zero, ir.Constant(ir.IntType(1), 1)])
         self.b.branch(done_bb)
         self.b.position_at_end(team_bb)
-        run_team = self.hooks.load(self.b, "parallel")
-        self.b.call(run_team, [outlined, ctx_ptr, nthreads, ir.Constant(i32, 0)])
+        team_chunks = self.b.call(self._run_team(), [
+            ctx_ptr, self.b.bitcast(region, i8_ptr), nthreads, iterations, extents[0],
+            ir.Constant(i64, cost), ir.Constant(ir.IntType(1), int(vectorised)),
+        ])
         self.b.branch(done_bb)
         self.b.position_at_end(done_bb)
+        nchunks = self.b.phi(i64)
+        nchunks.add_incoming(ir.Constant(i64, 1), serial_bb)
+        nchunks.add_incoming(team_chunks, team_bb)
         self._add_private_copies(targets, copies, nthreads)
         results = []
         for t, kind, init, buffer in zip(types, kinds, inits, partials):
@@ -407,23 +466,27 @@ class ParallelLoops:
             results.append(total)
         return results
 
-    def _emit_outlined(self, body: Block, struct_t: ir.LiteralStructType,
-                       fields: list[ir.Value], ndim: int, free: list[Value], targets: list[Value],
-                       types: list[Any], kinds: tuple[str, ...]) -> ir.Function:
+    def _emit_region(self, body: Block, struct_t: ir.LiteralStructType,
+                     fields: list[ir.Value], ndim: int, free: list[Value], targets: list[Value],
+                     types: list[Any], kinds: tuple[str, ...]) -> ir.Function:
+        """The loop body as ``region(ctx, lower, upper, chunk, tid, single)``: axis 0 from
+        ``lower`` to ``upper``, its reduction partials stored as chunk ``chunk``'s; ``tid``
+        is the thread's number and ``single`` whether it runs alone."""
         self.region_count += 1
         name = f"{self.kernel.name}.parallel.{self.region_count}"
-        fn = ir.Function(self.module, ir.FunctionType(void, [i8_ptr]), name)
+        fn = ir.Function(self.module, REGION_T, name)
         fn.linkage = "internal"
-        # called directly by a team of one too: never inlined there (a second copy of the
-        # loop, vectorised again, for nothing but compile time)
+        # called directly on the calling thread too: never inlined there (a second copy
+        # of the loop, vectorised again, for nothing but compile time)
         fn.attributes.add("noinline")
         saved = (self.scalar.builder, self.status, dict(self.values), self.in_parallel,
                  dict(self.private_copies), self.single_thread)
         self._start_function(fn)
         self.in_parallel = True
+        _, lower, upper, index, tid, single = fn.args
         ctx = self.b.bitcast(fn.args[0], struct_t.as_pointer())
         loaded = []
-        slot = 0
+        slot = 1
         for f in fields:
             if isinstance(f, ir.Constant):
                 loaded.append(f)
@@ -431,16 +494,14 @@ class ParallelLoops:
             pointer = self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, slot)])
             loaded.append(self.b.load(pointer))
             slot += 1
-        self.status, counters, blocks, nchunks, chunk = loaded[:5]
-        extents = loaded[5:5 + ndim]
-        position = 5 + ndim
+        self.status = loaded[0]
+        extents = loaded[1:1 + ndim]
+        position = 1 + ndim
         for v in free:
             width = len(flat_types(v.type))
             self.values[v] = unflatten(v.type, loaded[position:position + width])
             position += width
-        tid = self.b.sext(self.b.call(self.hooks.load(self.b, "thread_num"), []), i64)
-        team = self.b.sext(self.b.call(self.hooks.load(self.b, "num_threads"), []), i64)
-        self.single_thread = self.b.icmp_signed("==", team, ir.Constant(i64, 1))
+        self.single_thread = single
         for array in targets:
             buffer, total = loaded[position], loaded[position + 1]
             position += 2
@@ -448,28 +509,17 @@ class ParallelLoops:
             private = self._private_view(self.values[array], buffer, tid, total,
                                          T.element_scalar(array.type.dtype))
             # a team of one updates the array itself as its copy: one plain path, not two
-            self.private_copies[array] = (self.b.or_(use_copy, self.single_thread),
+            self.private_copies[array] = (self.b.or_(use_copy, single),
                                           self._own_when_alone(self.values[array], private))
         partials = loaded[position:]
-
-        def run_chunk(index: ir.Value) -> None:
-            lower = self.scalar.op_min(T.i64, self.b.mul(index, chunk), extents[0])
-            upper = self.scalar.op_min(T.i64, self.b.add(lower, chunk), extents[0])
-            accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
-            finals = self._nested_loops(extents, lower, upper, accs, types, body)
-            for final, buffer in zip(finals, partials):
-                parts = flatten(final)
-                for c, part in enumerate(parts):
-                    slot = self.b.add(self.b.mul(index, ir.Constant(i64, len(parts))),
-                                      ir.Constant(i64, c))
-                    self.b.store(part, self.b.gep(buffer, [slot]))
-
-        def visit_block(step: ir.Value, carried: list[Repr]) -> list[Repr]:
-            owner = self.b.urem(self.b.add(tid, step), blocks)  # this thread's block first
-            self._claim_chunks(counters, owner, blocks, nchunks, run_chunk)
-            return []
-
-        self._counted_loop(ir.Constant(i64, 0), blocks, ir.Constant(i64, 1), [], [], visit_block)
+        accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
+        finals = self._nested_loops(extents, lower, upper, accs, types, body)
+        for final, buffer in zip(finals, partials):
+            parts = flatten(final)
+            for c, part in enumerate(parts):
+                slot_index = self.b.add(self.b.mul(index, ir.Constant(i64, len(parts))),
+                                        ir.Constant(i64, c))
+                self.b.store(part, self.b.gep(buffer, [slot_index]))
         self.b.ret_void()
         self._finish_function(fn)
         (self.scalar.builder, self.status, self.values, self.in_parallel,

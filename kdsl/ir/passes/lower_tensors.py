@@ -37,6 +37,9 @@ from kdsl.ir.passes.tensor_rows import absorbed_ops, lower_rows, row_plans
 from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
 from kdsl.ir.rewrite import remap_operands
 
+# statements with at most this many array operands get a vectorised loop per broadcasting
+# pattern of their innermost axis (see TensorLowerer.element)
+UNSWITCHED_OPERANDS = 2
 _TENSOR_OPS = ("tensor_map", "tensor_assign", "tensor_reduce", "tensor_matmul")
 # tensor_map functions that are IR min or max plus NumPy's rule for NaN: (op, ignore NaN)
 _NAN_RULES = {"minimum": ("min", False), "maximum": ("max", False), "fmin": ("min", True),
@@ -65,6 +68,7 @@ class TensorLowerer:
         self.mapping: dict[Value, Value] = {}
         self.deferred: dict[Value, Operation] = {}  # products waiting for their epilogue
         self.direct = False
+        self.unswitch_innermost = False  # see element()
         self.builder = IRBuilder(Block())
         # reductions computed row by row (tensor_rows.py): the current row's value, and
         # the shape of the reduction's result
@@ -222,13 +226,22 @@ class TensorLowerer:
         offset = len(index) - v.type.ndim
         if self.direct:
             return self.value("array_load", v, *index[offset:])
-        # index * min(size - 1, 1) is 0 on a size-1 axis: unlike a select on a
-        # loop-invariant condition, nothing LLVM unswitches into a loop copy per axis
+        # A select on a loop-invariant size == 1 is unswitched by LLVM into a loop copy
+        # per case, each vectorised: for the innermost axis of statements with few
+        # operands only (a copy per operand otherwise). Elsewhere index * min(size - 1, 1),
+        # 0 on a size-1 axis, which nothing copies (an outer index is invariant in the
+        # vectorised inner loop anyway).
         one = self.constant(1, T.i64)
+        innermost = len(index) - 1
         indices = []
         for axis, size in enumerate(self.dims(v)):
-            keep = self.value("min", self.value("sub", size, one), one)
-            indices.append(self.value("mul", index[offset + axis], keep))
+            i = index[offset + axis]
+            if offset + axis == innermost and self.unswitch_innermost:
+                is_one = self.value("eq", size, one)
+                indices.append(self.value("select", is_one, self.constant(0, T.i64), i))
+            else:
+                keep = self.value("min", self.value("sub", size, one), one)
+                indices.append(self.value("mul", i, keep))
         return self.value("array_load", v, *indices)
 
     def min_max_with_nan(self, fn: str, a: Value, b: Value) -> Value:
@@ -259,6 +272,7 @@ class TensorLowerer:
             if leaf.type.ndim != len(shape):
                 same = self.constant(False, T.bool_)
         assert same is not None
+        self.unswitch_innermost = len(leaves) <= UNSWITCHED_OPERANDS
         regions = []
         for direct in (True, False):
             block = Block()
