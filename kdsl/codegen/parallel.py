@@ -11,9 +11,8 @@ take over its chunks instead of waiting for it. The loop body is one function of
 range (``region``); a loop on the calling thread calls it once for the whole range, with no
 schedule and no atomics, and a team's threads call it per chunk from one shared driver
 (``team_driver``, started by ``run_team``, both emitted once per module). Reductions keep
-one partial per chunk,
-combined in chunk order afterwards, so a result does not depend on which thread ran which
-chunk. A loop whose estimated work (iterations times the body's cost, see parallel_cost)
+one partial per chunk, combined in chunk order afterwards, so a result does not depend on
+which thread ran which chunk. A loop whose estimated work (iterations times the body's cost, see parallel_cost)
 is below the runtime's threshold runs on the calling thread: a team would cost more than
 it saves. A parallel loop inside another runs serially.
 
