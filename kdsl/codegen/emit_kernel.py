@@ -47,6 +47,9 @@ from kdsl.ir.structured import ForOp, IfOp, WhileOp
 class CodegenOptions:
     fastmath: tuple[str, ...] = ("reassoc", "contract")
     ndarray_offsets: tuple[int, int, int, int] = (16, 24, 32, 40)  # data, nd, dims, strides
+    # libmvec calls where loops vectorise (codegen.vector_math); off where results must
+    # not depend on vectorisation (a gradient finds a min/max winner by recomputing it)
+    vector_math: bool = True
 
 
 @dataclass
@@ -106,6 +109,8 @@ class KernelEmitter(ParallelLoops, ArrayViews, GemmOps):
         self.options = options
         self.module = ir.Module(name=module_name)
         self.scalar = self.scalar_emitter(self.module, options.fastmath)
+        if not options.vector_math:
+            self.scalar.vector_math = False
         self.values: dict[Value, Repr] = {}
         self.sites: list[Site] = []
         self.in_parallel = False

@@ -48,7 +48,10 @@ def codegen_options(options: BuildOptions) -> CodegenOptions:
     from kdsl.codegen.emit_kernel import CodegenOptions
 
     flags = ("reassoc", "contract") if options.fastmath else ()
-    return CodegenOptions(fastmath=flags, ndarray_offsets=ndarray_offsets())
+    # a gradient compares recomputed values with a min/max reduction's result to find
+    # its winner: the same scalar math in every loop, vectorised or not
+    return CodegenOptions(fastmath=flags, ndarray_offsets=ndarray_offsets(),
+                          vector_math=options.gradient is None)
 
 
 def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
