@@ -71,7 +71,7 @@ def _grow_until_stable(step: Callable[[Mark], None]) -> None:
 def varied_values(body: Block, roots: Iterable[Value]) -> tuple[set[Value], set[Value]]:
     """The float values and the arrays that depend on ``roots`` (arguments)."""
     from kdsl.ir.autodiff.memory import array_bases
-    from kdsl.ir.autodiff.tensor_rules import TENSOR_OPS, tensor_activity
+    from kdsl.ir.autodiff.tensor_activity import TENSOR_OPS, tensor_activity
 
     bases = array_bases(body)
     varied: set[Value] = set()

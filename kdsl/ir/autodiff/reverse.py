@@ -18,12 +18,8 @@ from kdsl.ir.autodiff.emitter import (
     located_error,
 )
 from kdsl.ir.autodiff.memory import array_bases, copy_elements, snapshot_storage, written_state
-from kdsl.ir.autodiff.tensor_rules import (
-    REVERSED_HERE,
-    TensorAdjoints,
-    check_tensor_ops,
-    flush_tensor_adjoints,
-)
+from kdsl.ir.autodiff.tensor_activity import REVERSED_HERE, check_tensor_ops
+from kdsl.ir.autodiff.tensor_rules import TensorAdjoints, flush_tensor_adjoints
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import lookup
 from kdsl.ir.structured import ForOp, IfOp, ParallelForOp, WhileOp

@@ -33,23 +33,27 @@ from kdsl import types as T
 from kdsl.errors import CompileError
 from kdsl.ir.analysis import definitions, users
 from kdsl.ir.autodiff.rules import ADJOINT_RULES, PIECEWISE_CONSTANT, STRUCTURAL_RULES
+from kdsl.ir.autodiff.tensor_activity import (
+    LINEAR_FNS,
+    TENSOR_OPS,
+    VIEW_OPS,
+    is_array,
+    is_float_array,
+    root_array,
+    touched_arrays,
+    written_arrays,
+)
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.effects import has_side_effects
 
 if TYPE_CHECKING:
     from kdsl.ir.autodiff.reverse import ReverseSweep
 
-TENSOR_OPS = ("tensor_map", "tensor_reduce", "tensor_matmul", "tensor_assign")
-VIEW_OPS = ("array_view", "array_transpose")
-REVERSED_HERE = TENSOR_OPS + VIEW_OPS
-"""Ops whose adjoint this module emits (views only when they view an array value that
-varies)."""
 
 _COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not")
 _RULE_ALIASES = {"minimum": "min", "maximum": "max", "fmin": "min", "fmax": "max"}
 _ROUTING_FNS = frozenset({"select", "min", "max", "minimum", "maximum", "fmin", "fmax", "abs",
                           "clamp", "copysign"})
-_LINEAR_FNS = ("add", "sub", "neg")
 _TOUCHES_ADJOINTS = ("array_load", "array_store", "atomic_rmw", "call")
 _FULL_SLICE = ("slice", False, False, False)
 Pattern = tuple[str, ...]
@@ -57,16 +61,8 @@ Pattern = tuple[str, ...]
 where it is known only at run time."""
 
 
-def _is_array(v: Value) -> bool:
-    return isinstance(v.type, T.ArrayType)
-
-
-def _float_array(v: Value) -> bool:
-    return _is_array(v) and T.element_scalar(v.type.dtype).is_float
-
-
 def _element(v: Value) -> Any:
-    return v.type.dtype if _is_array(v) else v.type
+    return v.type.dtype if is_array(v) else v.type
 
 
 def _broadcast(patterns: Iterable[Pattern]) -> Pattern:
@@ -77,126 +73,6 @@ def _broadcast(patterns: Iterable[Pattern]) -> Pattern:
         sizes = [p[k - (ndim - len(p))] for p in patterns if k - (ndim - len(p)) >= 0]
         out.append("?" if "?" in sizes else "1")
     return tuple(out)
-
-
-# --- activity and checks -----------------------------------------------------------------
-
-
-def tensor_activity(op: Operation, varied: set[Value], arrays: set[Value],
-                    bases: dict[Value, Value], mark: Callable[[Iterable[Value], set[Value]], None]
-                    ) -> None:
-    """The activity of a tensor op: its result varies when an operand does (arrays go
-    into ``arrays``, scalars into ``varied``); an assignment of values that vary makes
-    its destination (and the array it views) vary."""
-    if not any(v in varied or v in arrays for v in op.operands):
-        return
-    if op.name == "tensor_assign":
-        dest, source = op.operands
-        if source in varied or (source in arrays and _float_array(source)):
-            mark([bases.get(dest, dest), dest], arrays)
-        return
-    result = op.result
-    if _float_array(result):
-        mark([result], arrays)
-    elif isinstance(result.type, T.ScalarType) and result.type.is_float:
-        mark([result], varied)
-
-
-def _root(v: Value, defs: dict[Value, Operation]) -> Value:
-    op = defs.get(v)
-    while op is not None and op.name in VIEW_OPS + ("cast",) and _is_array(op.operands[0]):
-        v = op.operands[0]
-        op = defs.get(v)
-    return v
-
-
-def _is_memory(v: Value, defs: dict[Value, Operation]) -> bool:
-    """An array with storage of its own: an argument or a temporary (``kd.zeros``)."""
-    op = defs.get(v)
-    return op is None or op.name == "array_new"
-
-
-def _touched(op: Operation, defs: dict[Value, Operation]) -> set[Value]:
-    """The arrays whose elements ``op`` (or an op inside it) reads or writes."""
-    return {_root(v, defs) for inner in op.walk() for v in inner.operands
-            if _is_array(v) and inner.name not in VIEW_OPS + ("array_dim", "cast")}
-
-
-def _written(op: Operation, defs: dict[Value, Operation]) -> set[Value]:
-    return {_root(inner.operands[0], defs) for inner in op.walk()
-            if inner.name in ("tensor_assign", "array_store", "atomic_rmw")}
-
-
-def _linear_read(op: Operation, v: Value) -> bool:
-    """Whether ``op`` reads array ``v`` only where its adjoint needs no values of it."""
-    if op.name == "tensor_map":
-        return op.attrs["fn"] in _LINEAR_FNS
-    if op.name == "tensor_reduce":
-        return op.attrs["kind"] in ("sum", "mean")
-    return op.name in ("tensor_assign",) + VIEW_OPS or op.name == "array_dim"
-
-
-def check_tensor_ops(body: Block, varied: set[Value], varied_arrays: set[Value]) -> None:
-    """Tensor ops under a gradient that would not give exact gradients yet: located
-    errors."""
-    defs = definitions(body)
-    uses = users(body)
-    for op in body.walk():
-        if op.name not in TENSOR_OPS + VIEW_OPS:
-            continue
-        active = any(v in varied or v in varied_arrays for v in op.operands)
-        if not active:
-            continue
-        if op.name in ("tensor_map", "tensor_reduce"):
-            for v in op.operands:
-                if _is_array(v) and not isinstance(v.type.dtype, T.ScalarType) and v in varied_arrays:
-                    raise CompileError("whole-array expressions of vectors or matrices cannot "
-                                       "be differentiated yet; write the loop", op.location)
-        if op.name == "tensor_assign":
-            dest = op.operands[0]
-            root = _root(dest, defs)
-            if dest in varied_arrays and defs.get(root) is None:
-                raise CompileError(
-                    "assigning into an argument with a whole-array expression cannot be "
-                    "differentiated yet; assign into a temporary (kd.zeros_like)", op.location)
-            if op.parent is not body and dest in varied_arrays:
-                raise CompileError(
-                    "a whole-array assignment inside a loop cannot be differentiated yet",
-                    op.location)
-        for r in op.results:
-            if r not in varied_arrays or _is_memory(_root(r, defs), defs):
-                continue
-            for user in uses.get(r, []):
-                if user.parent is not op.parent:
-                    raise CompileError(
-                        "a whole-array value used inside a nested loop or branch cannot be "
-                        "differentiated yet; use it where it is made", user.location)
-                if user.name not in REVERSED_HERE + ("array_dim",):
-                    raise CompileError(
-                        "reading elements of a whole-array expression cannot be "
-                        "differentiated yet; assign it into an array first", user.location)
-    _check_overwrites(body, defs, varied_arrays)
-
-
-def _check_overwrites(body: Block, defs: dict[Value, Operation], varied_arrays: set[Value]
-                      ) -> None:
-    """An array read (where its adjoint needs its values) and then overwritten by a
-    whole-array assignment: the old values are not kept."""
-    read_before: dict[Value, Operation] = {}
-    for op in body.ops:
-        if op.name == "tensor_assign" and op.operands[0] in varied_arrays:
-            root = _root(op.operands[0], defs)
-            if root in read_before:
-                raise CompileError(
-                    f"this assignment overwrites an array read before (line "
-                    f"{read_before[root].location.line}) whose old values its gradient needs; "
-                    "they are not kept yet: assign into a new array", op.location)
-        for inner in op.walk():
-            for v in inner.operands:
-                if _is_array(v) and not _linear_read(inner, v):
-                    root = _root(v, defs)
-                    if any(w.name == "tensor_assign" for w in body.ops) and root in varied_arrays:
-                        read_before.setdefault(root, inner)
 
 
 # --- the reverse sweep of tensor ops -------------------------------------------------------
@@ -258,7 +134,7 @@ class TensorAdjoints:
         self.recomputed: dict[tuple[Value, int], Value] = {}
         self.dims: dict[tuple[Value, int, int], Value] = {}
         self.m: dict[Value, Value] = {}
-        self.written = {v for op in root.walk() for v in _written(op, self.defs)}
+        self.written = {v for op in root.walk() for v in written_arrays(op, self.defs)}
         self.routed = self._routed(root)
         self.order = {op: k for k, op in enumerate(root.walk())}
 
@@ -278,7 +154,7 @@ class TensorAdjoints:
     # --- shapes ---------------------------------------------------------------------
 
     def pattern(self, v: Value) -> Pattern:
-        if not _is_array(v):
+        if not is_array(v):
             return ()
         found = self.patterns.get(v)
         if found is not None:
@@ -350,7 +226,7 @@ class TensorAdjoints:
 
     def pat(self, v: Value) -> Pattern:
         """The pattern of a value of the gradient function."""
-        return self.patterns.get(v, ("?",) * v.type.ndim if _is_array(v) else ())
+        return self.patterns.get(v, ("?",) * v.type.ndim if is_array(v) else ())
 
     # --- building ---------------------------------------------------------------------
 
@@ -358,18 +234,18 @@ class TensorAdjoints:
         """``fn`` elementwise over broadcast operands; a scalar op when none is an array."""
         candidates = operands[1:] if fn == "select" else operands
         if operand_type is None:
-            arrays = [_element(v) for v in candidates if _is_array(v)
+            arrays = [_element(v) for v in candidates if is_array(v)
                       and T.element_scalar(v.type.dtype).is_float]
             floats = [_element(v) for v in candidates if T.element_scalar(_element(v)).is_float]
             operand_type = (arrays or floats or [_element(candidates[0])])[0]
-        if not any(_is_array(v) for v in operands):
+        if not any(is_array(v) for v in operands):
             if fn == "select":
                 cast = [operands[0]] + [self.b.cast(v, operand_type) for v in operands[1:]]
             else:
                 cast = [self.b.cast(v, operand_type) for v in operands]
             return self.b.value(fn, *cast)
         result = T.bool_ if fn in _COMPARISONS else operand_type
-        ndim = max(v.type.ndim for v in operands if _is_array(v))
+        ndim = max(v.type.ndim for v in operands if is_array(v))
         value = self.b.value("tensor_map", *operands, fn=fn, operand_type=operand_type,
                              type=T.ArrayType(result, ndim, True))
         self.patterns[value] = _broadcast(self.pat(v) for v in operands)
@@ -405,7 +281,7 @@ class TensorAdjoints:
     def insert_axis(self, g: Value, axis: int, ndim: int) -> Value:
         """``g``, which broadcasts to a shape of ``ndim - 1`` axes, as one that broadcasts
         to that shape with a new axis of size 1 at ``axis``."""
-        if not _is_array(g):
+        if not is_array(g):
             return g
         j = axis - (ndim - 1 - g.type.ndim)
         if j < 0:
@@ -432,7 +308,7 @@ class TensorAdjoints:
 
     def full(self, g: Value, like: Value) -> Value:
         """``g`` broadcast to the shape of the forward array ``like``, as an array."""
-        if _is_array(g) and self.pat(g) == ("?",) * like.type.ndim:
+        if is_array(g) and self.pat(g) == ("?",) * like.type.ndim:
             return g
         out = self.new_array(like.type.dtype, [self.dim(like, k) for k in range(like.type.ndim)],
                              "empty")
@@ -442,8 +318,8 @@ class TensorAdjoints:
     # --- values ---------------------------------------------------------------------
 
     def is_varied(self, v: Value) -> bool:
-        if _is_array(v):
-            return v in self.sweep.varied_arrays and _float_array(v)
+        if is_array(v):
+            return v in self.sweep.varied_arrays and is_float_array(v)
         return v in self.sweep.varied
 
     def primal(self, v: Value) -> Value:
@@ -461,7 +337,7 @@ class TensorAdjoints:
                 self.patterns[found] = self.pattern(v)
             return found
         mapped = self.m.get(v, v)
-        if _is_array(v):
+        if is_array(v):
             self.patterns.setdefault(mapped, self.pattern(v))
         return mapped
 
@@ -473,12 +349,12 @@ class TensorAdjoints:
         if len(consumers) != 1 or consumers[0].name not in ("tensor_map", "tensor_reduce",
                                                              "tensor_assign"):
             return False
-        return not any(_root(leaf, self.defs) in self.written for leaf in self._leaves(v))
+        return not any(root_array(leaf, self.defs) in self.written for leaf in self._leaves(v))
 
     def _leaves(self, v: Value) -> list[Value]:
         op = self.defs.get(v)
         if op is not None and op.name == "tensor_map":
-            return [leaf for o in op.operands if _is_array(o) for leaf in self._leaves(o)]
+            return [leaf for o in op.operands if is_array(o) for leaf in self._leaves(o)]
         return [v]
 
     def sink(self, v: Value) -> Value | None:
@@ -507,8 +383,8 @@ class TensorAdjoints:
         """Adds ``contribution`` (which broadcasts to ``v``'s shape) to ``v``'s adjoint."""
         if not self.is_varied(v):
             return
-        if not _is_array(v):
-            if _is_array(contribution):
+        if not is_array(v):
+            if is_array(contribution):
                 contribution = self.reduce_sum(contribution, None, False)
             self.sweep.accumulate(v, self.b.cast(contribution, v.type))
             return
@@ -541,7 +417,7 @@ class TensorAdjoints:
             j = k - (n - len(p))
             return j >= 0 and p[j] == "?"
 
-        if not t and _is_array(c) and "?" in self.pat(c):
+        if not t and is_array(c) and "?" in self.pat(c):
             uniform = [size(k) for k in range(n) if not has(c, k) and result[k] == "?"]
             return self._times(self.reduce_sum(c, None, False), uniform)
         factors: list[Value] = []
@@ -584,7 +460,7 @@ class TensorAdjoints:
                 elif op.name == "tensor_reduce" and op.attrs["kind"] in ("min", "max"):
                     sources = list(op.operands)
                 if (op.result in routed or scalar_routed is None
-                        or (not _is_array(op.result) and op.result in scalar_routed)):
+                        or (not is_array(op.result) and op.result in scalar_routed)):
                     sources = list(op.operands)
                 for v in sources:
                     if v not in routed:
@@ -601,7 +477,7 @@ class TensorAdjoints:
             self._assign(op)
             return
         result = op.result
-        if _is_array(result):
+        if is_array(result):
             if result not in self.sweep.varied_arrays:
                 return
             if op.name in VIEW_OPS and self.sink(result) is not None:
@@ -618,7 +494,7 @@ class TensorAdjoints:
         elif op.name == "tensor_matmul":
             self._matmul(op, g)
         elif op.name == "array_transpose":
-            if _is_array(g):
+            if is_array(g):
                 g = self.transpose(self._expand(g, result.type.ndim))
             self.add_adjoint(op.operands[0], g)
         elif op.name == "array_view":
@@ -673,7 +549,7 @@ class TensorAdjoints:
 
     @staticmethod
     def _needed_operands(op: Operation, name: str) -> range | tuple[int, ...]:
-        if name in _LINEAR_FNS:
+        if name in LINEAR_FNS:
             return ()
         if name == "select":
             return (0,)
@@ -683,11 +559,11 @@ class TensorAdjoints:
         """An operand that varies must not be broadcast along an axis whose size is 1
         only at run time (see the module's docstring)."""
         n = op.result.type.ndim
-        arrays = [v for v in op.operands if _is_array(v)]
+        arrays = [v for v in op.operands if is_array(v)]
         checked: set[tuple[Value, Value]] = set()
         for k in varied:
             v = op.operands[k]
-            if not _is_array(v):
+            if not is_array(v):
                 continue
             p = self.pattern(v)
             for j, size in enumerate(p):
@@ -780,11 +656,18 @@ class TensorAdjoints:
         if storage is None:
             return
         accumulate = op.attrs.get("accumulate")
+        skipped: Operation | None = None
+        update = self.defs.get(source)
+        if (accumulate is None and update is not None and update.name == "tensor_map"
+                and update.attrs["fn"] in ("add", "sub") and update.operands[0] is dest
+                and len(self.users.get(source, [])) == 1):
+            # dest = dest + e, as NumPy's dest += e: dest's adjoint stays, e receives it
+            accumulate, source, skipped = update.attrs["fn"], update.operands[1], update
         self.flush()
         g = storage
         # when the adjoint of an earlier use of the array will be added into its adjoint,
         # read the adjoint now and, for an assignment, clear what it overwrote
-        if self._touched_before(op, dest):
+        if self._touched_before(op, dest, skipped):
             dims = [self.b.value("array_dim", storage, axis=k) for k in range(dest.type.ndim)]
             g = self.new_array(dest.type.dtype, dims, "empty")
             self.b.create("tensor_assign", [g, storage])
@@ -799,10 +682,11 @@ class TensorAdjoints:
         self.add_adjoint(source, self.reduce_to(g, source, result,
                                                 lambda k: self.dim(dest, k)))
 
-    def _touched_before(self, op: Operation, dest: Value) -> bool:
-        root = _root(dest, self.defs)
+    def _touched_before(self, op: Operation, dest: Value, skipped: Operation | None) -> bool:
+        root = root_array(dest, self.defs)
         position = self.order.get(op, 0)
-        return any(self.order.get(other, 0) < position and root in _touched(other, self.defs)
+        return any(self.order.get(other, 0) < position and other is not skipped
+                   and root in touched_arrays(other, self.defs)
                    for other in self.order if not other.regions)
 
 

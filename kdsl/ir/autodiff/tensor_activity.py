@@ -1,0 +1,144 @@
+"""Whole-array (tensor) ops under a gradient: which of their values vary with the
+differentiated arguments, and the cases whose gradient would not be exact yet (located
+errors). Their adjoints are in tensor_rules.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from kdsl import types as T
+from kdsl.errors import CompileError
+from kdsl.ir.analysis import definitions, users
+from kdsl.ir.core import Block, Operation, Value
+
+TENSOR_OPS = ("tensor_map", "tensor_reduce", "tensor_matmul", "tensor_assign")
+VIEW_OPS = ("array_view", "array_transpose")
+REVERSED_HERE = TENSOR_OPS + VIEW_OPS
+"""Ops whose adjoint tensor_rules.py emits (views only when they view an array value that
+varies)."""
+LINEAR_FNS = ("add", "sub", "neg")
+
+
+def is_array(v: Value) -> bool:
+    return isinstance(v.type, T.ArrayType)
+
+
+def is_float_array(v: Value) -> bool:
+    return is_array(v) and T.element_scalar(v.type.dtype).is_float
+
+
+def tensor_activity(op: Operation, varied: set[Value], arrays: set[Value],
+                    bases: dict[Value, Value], mark: Callable[[Iterable[Value], set[Value]], None]
+                    ) -> None:
+    """The activity of a tensor op: its result varies when an operand does (arrays go
+    into ``arrays``, scalars into ``varied``); an assignment of values that vary makes
+    its destination (and the array it views) vary."""
+    if not any(v in varied or v in arrays for v in op.operands):
+        return
+    if op.name == "tensor_assign":
+        dest, source = op.operands
+        if source in varied or (source in arrays and is_float_array(source)):
+            mark([bases.get(dest, dest), dest], arrays)
+        return
+    result = op.result
+    if is_float_array(result):
+        mark([result], arrays)
+    elif isinstance(result.type, T.ScalarType) and result.type.is_float:
+        mark([result], varied)
+
+
+def root_array(v: Value, defs: dict[Value, Operation]) -> Value:
+    op = defs.get(v)
+    while op is not None and op.name in VIEW_OPS + ("cast",) and is_array(op.operands[0]):
+        v = op.operands[0]
+        op = defs.get(v)
+    return v
+
+
+def _is_memory(v: Value, defs: dict[Value, Operation]) -> bool:
+    """An array with storage of its own: an argument or a temporary (``kd.zeros``)."""
+    op = defs.get(v)
+    return op is None or op.name == "array_new"
+
+
+def touched_arrays(op: Operation, defs: dict[Value, Operation]) -> set[Value]:
+    """The arrays whose elements ``op`` (or an op inside it) reads or writes."""
+    return {root_array(v, defs) for inner in op.walk() for v in inner.operands
+            if is_array(v) and inner.name not in VIEW_OPS + ("array_dim", "cast")}
+
+
+def written_arrays(op: Operation, defs: dict[Value, Operation]) -> set[Value]:
+    return {root_array(inner.operands[0], defs) for inner in op.walk()
+            if inner.name in ("tensor_assign", "array_store", "atomic_rmw")}
+
+
+def _linear_read(op: Operation, v: Value) -> bool:
+    """Whether ``op`` reads array ``v`` only where its adjoint needs no values of it."""
+    if op.name == "tensor_map":
+        return op.attrs["fn"] in LINEAR_FNS
+    if op.name == "tensor_reduce":
+        return op.attrs["kind"] in ("sum", "mean")
+    return op.name in ("tensor_assign",) + VIEW_OPS or op.name == "array_dim"
+
+
+def check_tensor_ops(body: Block, varied: set[Value], varied_arrays: set[Value]) -> None:
+    """Tensor ops under a gradient that would not give exact gradients yet: located
+    errors."""
+    defs = definitions(body)
+    uses = users(body)
+    for op in body.walk():
+        if op.name not in TENSOR_OPS + VIEW_OPS:
+            continue
+        active = any(v in varied or v in varied_arrays for v in op.operands)
+        if not active:
+            continue
+        if op.name in ("tensor_map", "tensor_reduce"):
+            for v in op.operands:
+                if is_array(v) and not isinstance(v.type.dtype, T.ScalarType) and v in varied_arrays:
+                    raise CompileError("whole-array expressions of vectors or matrices cannot "
+                                       "be differentiated yet; write the loop", op.location)
+        if op.name == "tensor_assign":
+            dest = op.operands[0]
+            root = root_array(dest, defs)
+            if dest in varied_arrays and defs.get(root) is None:
+                raise CompileError(
+                    "assigning into an argument with a whole-array expression cannot be "
+                    "differentiated yet; assign into a temporary (kd.zeros_like)", op.location)
+            if op.parent is not body and dest in varied_arrays:
+                raise CompileError(
+                    "a whole-array assignment inside a loop cannot be differentiated yet",
+                    op.location)
+        for r in op.results:
+            if r not in varied_arrays or _is_memory(root_array(r, defs), defs):
+                continue
+            for user in uses.get(r, []):
+                if user.parent is not op.parent:
+                    raise CompileError(
+                        "a whole-array value used inside a nested loop or branch cannot be "
+                        "differentiated yet; use it where it is made", user.location)
+                if user.name not in REVERSED_HERE + ("array_dim",):
+                    raise CompileError(
+                        "reading elements of a whole-array expression cannot be "
+                        "differentiated yet; assign it into an array first", user.location)
+    _check_overwrites(body, defs, varied_arrays)
+
+
+def _check_overwrites(body: Block, defs: dict[Value, Operation], varied_arrays: set[Value]
+                      ) -> None:
+    """An array read (where its adjoint needs its values) and then overwritten by a
+    whole-array assignment: the old values are not kept."""
+    read_before: dict[Value, Operation] = {}
+    for op in body.ops:
+        if op.name == "tensor_assign" and op.operands[0] in varied_arrays:
+            root = root_array(op.operands[0], defs)
+            if root in read_before:
+                raise CompileError(
+                    f"this assignment overwrites an array read before (line "
+                    f"{read_before[root].location.line}) whose old values its gradient needs; "
+                    "they are not kept yet: assign into a new array", op.location)
+        for inner in op.walk():
+            for v in inner.operands:
+                if is_array(v) and not _linear_read(inner, v):
+                    root = root_array(v, defs)
+                    if any(w.name == "tensor_assign" for w in body.ops) and root in varied_arrays:
+                        read_before.setdefault(root, inner)
