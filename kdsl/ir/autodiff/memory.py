@@ -106,18 +106,31 @@ def component_adjoint(e: AdjointEmitter, array: Value) -> Value:
 
 
 def add_components(e: AdjointEmitter, components: Value, target: Value) -> None:
-    """``target[...] += vector(components[0, ...], components[1, ...], ...)``, in a
-    parallel loop over the elements of ``target``."""
+    """``target[...] += vector(components[0, ...], components[1, ...], ...)`` over the
+    elements of ``target``, in serial loops (a pass over memory, short next to the loops
+    that summed the components)."""
     t = target.type
-    assert isinstance(t, T.ArrayType) and isinstance(t.dtype, T.VectorType)
+    assert isinstance(t, T.ArrayType)
+    dtype = t.dtype
+    assert isinstance(dtype, T.VectorType)
+    zero = e.b.constant(0, T.i64)
+    one = e.b.constant(1, T.i64)
     dims = [e.b.create("array_dim", [target], {"axis": k}).result for k in range(t.ndim)]
-    body = Block([Value(T.i64, f"i{k}") for k in range(t.ndim)])
-    with e.b.at(body):
-        parts = [e.b.create("array_load", [components, e.b.constant(c, T.i64), *body.args]).result
-                 for c in range(t.dtype.size)]
-        vector = e.b.create("make_vector", parts, {"type": t.dtype}).result
-        old = e.b.create("array_load", [target, *body.args]).result
-        total = e.b.create("add", [old, vector]).result
-        e.b.create("array_store", [target, *body.args, total])
-        e.b.create("yield", [])
-    e.b.create("parallel_for", dims, {"ndim": t.ndim, "reductions": ()}, [body], [])
+    ivs: list[Value] = []
+
+    def level(axis: int) -> None:
+        body = Block([Value(T.i64, f"i{axis}")])
+        ivs.append(body.args[0])
+        with e.b.at(body):
+            if axis + 1 < t.ndim:
+                level(axis + 1)
+            else:
+                parts = [e.b.create("array_load", [components, e.b.constant(c, T.i64), *ivs]).result
+                         for c in range(dtype.size)]
+                vector = e.b.create("make_vector", parts, {"type": dtype}).result
+                old = e.b.create("array_load", [target, *ivs]).result
+                e.b.create("array_store", [target, *ivs, e.b.create("add", [old, vector]).result])
+            e.b.create("yield", [])
+        e.b.create("for", [zero, dims[axis], one], {}, [body])
+
+    level(0)
