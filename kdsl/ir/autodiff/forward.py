@@ -23,6 +23,9 @@ from kdsl.ir.ops import lookup
 
 _VIEWS = ("array_view", "array_transpose", "cast")
 _TENSOR_OPS = ("tensor_map", "tensor_reduce", "tensor_assign", "tensor_matmul")
+_EFFECTS = frozenset({"array_store", "atomic_rmw", "print", "assert", "raise_index_error",
+                      "raise_shape_error", "raise_value_error", "array_free"})
+_INDEX = T.i64
 
 
 def tangent_name(name: str) -> str:
@@ -37,6 +40,7 @@ class TangentSweep(AdjointEmitter):
         super().__init__(builder, varied, varied_arrays, {}, set())
         self.tangents: dict[Value, Value] = {}
         self.tangent_arrays: dict[Value, Value] = {}
+        self._effects = True  # False while an iteration is replayed for its tangent
 
     def tangent_of(self, v: Value) -> Value | None:
         return self.tangents.get(v)
@@ -56,6 +60,8 @@ class TangentSweep(AdjointEmitter):
     def emit(self, op: Operation, m: dict[Value, Value]) -> None:
         self.b.location = op.location
         self._mapping = m
+        if not self._effects and op.name in _EFFECTS:
+            return
         if op.name in _TENSOR_OPS:
             raise located_error("whole-array expressions cannot be differentiated in forward "
                                 "mode yet; write the loop", op.location)
@@ -196,17 +202,19 @@ class TangentSweep(AdjointEmitter):
         self._finish(op, new, m, carried)
 
     def _parallel_for(self, op: Operation, m: dict[Value, Value]) -> None:
+        """Sums carry their tangents in sums of their own; the tangent of a min or max
+        is that of the winning iteration's value (found after the loop)."""
         ndim = op.attrs["ndim"]
         kinds = op.attrs["reductions"]
         body = op.regions[0]
         inits = op.operands[ndim:]
-        carried = [k for k, a in enumerate(body.args[ndim:])
-                   if self.carries(a) or self.carries(op.results[k])]
-        for k in carried:
-            if kinds[k] != "add":
+        active = [k for k, a in enumerate(body.args[ndim:])
+                  if self.carries(a) or self.carries(op.results[k])]
+        for k in active:
+            if kinds[k] not in ("add", "min", "max"):
                 raise located_error(
-                    f"a '{kinds[k]}' reduction cannot be differentiated in forward mode yet",
-                    op.location)
+                    f"a '{kinds[k]}' reduction cannot be differentiated", op.location)
+        carried = [k for k in active if kinds[k] == "add"]
         tangent_inits = [self.tangent_or_zero(inits[k]) for k in carried]
         region = self._region(body, m, [body.args[ndim + k] for k in carried], carried)
         attrs = {**op.attrs, "reductions": tuple(kinds) + tuple("add" for _ in carried)}
@@ -214,7 +222,77 @@ class TangentSweep(AdjointEmitter):
                         [r.type for r in op.results] + [t.type for t in tangent_inits],
                         attrs, [region], op.location)
         self._finish(op, new, m, carried)
+        for k in active:
+            if kinds[k] != "add":
+                self.tangents[op.results[k]] = self._winner_tangent(op, m, k)
 
+    def _winner_tangent(self, op: Operation, m: dict[Value, Value], k: int) -> Value:
+        """The tangent of the ``k``-th (min or max) reduction of a parallel loop: that of
+        the first iteration whose value is the result, or of the initial value when it
+        is the result (the iteration found again, its effects left out)."""
+        ndim = op.attrs["ndim"]
+        kinds = op.attrs["reductions"]
+        body = op.regions[0]
+        extents = [m.get(v, v) for v in op.operands[:ndim]]
+        result = m[op.results[k]]
+        none = self.b.constant(2**62, _INDEX)
+        search_body = Block([Value(_INDEX, a.name_hint) for a in body.args[:ndim]]
+                            + [Value(_INDEX, "winner")])
+        inner = dict(m)
+        inner.update(zip(body.args[:ndim], search_body.args[:ndim]))
+        with self.b.at(search_body):
+            for j, arg in enumerate(body.args[ndim:]):
+                inner[arg] = self.reduction_identity(kinds[j], arg.type)
+            for inner_op in body.ops[:-1]:
+                if not self.skipped_when_recomputing(inner_op):
+                    self.clone(inner_op, inner, True)
+            value = body.ops[-1].operands[k]
+            won = self.op("eq", inner.get(value, value), result)
+            linear = self.linear_index(search_body.args[:ndim], extents)
+            candidate = self.op("select", won, linear, none)
+            self.b.create("yield", [self.op("min", search_body.args[ndim], candidate)])
+        search = self.b.create("parallel_for", [*extents, none],
+                               {"ndim": ndim, "reductions": ("min",)}, [search_body], [_INDEX])
+        winner = search.results[0]
+        init = op.operands[ndim + k]
+        initial = self.op("bit_or", self.op("eq", m.get(init, init), result),
+                          self.op("eq", winner, none))
+        from_init, from_winner = Block(), Block()
+        with self.b.at(from_init):
+            self.b.create("yield", [self.tangent_or_zero(init)])
+        with self.b.at(from_winner):
+            effects, saved = self._effects, dict(self.tangents)
+            self._effects = False
+            try:
+                self._replay_at(op, m, winner, extents)
+                tangent = self.tangent_or_zero(body.ops[-1].operands[k])
+            finally:
+                self._effects, self.tangents = effects, saved
+            self.b.create("yield", [tangent])
+        branch = self.b.create("if", [initial], {"types": [result.type]},
+                               [from_init, from_winner], [result.type])
+        return branch.results[0]
+
+    def _replay_at(self, op: Operation, m: dict[Value, Value], linear: Value,
+                   extents: list[Value]) -> None:
+        """Emits the body of a parallel loop (with tangents) for the iteration at the
+        linear index ``linear``; its reductions start from their identities."""
+        ndim = op.attrs["ndim"]
+        body = op.regions[0]
+        inner = dict(m)
+        remaining = linear
+        ivs: list[Value] = []
+        for axis in reversed(range(ndim)):
+            if axis == 0:
+                ivs.append(remaining)
+            else:
+                ivs.append(self.op("mod", remaining, extents[axis]))
+                remaining = self.op("floordiv", remaining, extents[axis])
+        inner.update(zip(body.args[:ndim], reversed(ivs)))
+        for j, arg in enumerate(body.args[ndim:]):
+            inner[arg] = self.reduction_identity(op.attrs["reductions"][j], arg.type)
+            self.tangents.pop(arg, None)
+        self.emit_block(body.ops, inner)
 
 def jacobian_vector_product(module: Module, argnums: tuple[int, ...]) -> None:
     """Replaces ``module.kernel`` by its Jacobian-vector product with respect to the
