@@ -12,8 +12,7 @@ import kdsl as kd
 from kdsl.ir.core import Module
 from kdsl.ir.interpreter import interpret
 from kdsl.ir.parser import IRParseError, parse_function, parse_module, parse_type
-from kdsl.ir.passes import cse, dead_code
-from kdsl.ir.passes.pipeline import STAGES
+from kdsl.ir.passes.pipeline import STAGES, run_passes
 from kdsl.ir.printer import print_function
 from kdsl.ir.verifier import verify_module
 from kdsl.runtime.compiler import lower_and_optimize
@@ -89,9 +88,7 @@ def test_a_golden_test_from_ir_text() -> None:
           return %c
         }
     """)
-    module = parse_module(source)
-    cse.run(module)
-    dead_code.run(module)
+    module = run_passes(parse_module(source), ["cse", "dce"])
     assert print_function(module.kernel) == textwrap.dedent("""\
         kernel @k(%x: f32, %y: f32) -> f32 {
           %a = mul %x, %y : f32
@@ -117,3 +114,33 @@ def test_types_parse() -> None:
 def test_bad_text_is_a_located_error(text: str, message: str) -> None:
     with pytest.raises(IRParseError, match=message):
         parse_function(text)
+
+
+def test_function_passes_run_over_every_function_still_called() -> None:
+    source = textwrap.dedent("""
+        kernel @k(%x: f32) -> f32 {
+          %r = call %x {callee = "f.0"} : f32
+          return %r
+        }
+        func @f.0(%y: f32) -> f32 {
+          %a = mul %y, %y : f32
+          %b = mul %y, %y : f32
+          %c = add %a, %b : f32
+          return %c
+        }
+        func @g.1(%z: f32) -> f32 {
+          return %z
+        }
+    """)
+    module = parse_module(source)
+    run_passes(module, ["cse", "dce"])
+    assert print_function(module.funcs["f.0"]) == textwrap.dedent("""\
+        func @f.0(%y: f32) -> f32 {
+          %a = mul %y, %y : f32
+          %c = add %a, %a : f32
+          return %c
+        }""")
+    run_passes(module, ["inline"])  # inlined everywhere, so no func is left to optimise
+    assert module.funcs == {}
+    assert [op.name for op in module.kernel.body.ops] == ["mul", "add", "return"]
+

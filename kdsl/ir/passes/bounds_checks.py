@@ -9,7 +9,7 @@ from typing import Any
 from kdsl import types as T
 from kdsl.ir.analysis import definitions
 from kdsl.ir.builder import typed_operation
-from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.effects import ElementAccess, element_access
 
 
@@ -105,11 +105,11 @@ def _visit(block: Block, mapping: dict[Value, Value], definitions: dict[Value, O
     block.ops = out
 
 
-def run(module: Module, options: Any = None) -> None:
+def run(function: Function, options: Any = None) -> None:
     mapping: dict[Value, Value] = {}
-    _visit(module.kernel.body, mapping, definitions(module.kernel))
+    _visit(function.body, mapping, definitions(function))
     # uses after the access now read the if's results; the yield inside keeps the original
-    for op in module.kernel.walk():
+    for op in function.walk():
         if op in _GUARD_YIELDS:
             continue
         op.operands = [mapping.get(v, v) for v in op.operands]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdsl.ir.core import Block, Module, Value
+from kdsl.ir.core import Block, Function, Value
 from kdsl.ir.ops import Trait, lookup
 from kdsl.ir.rewrite import remap_operands
 
@@ -36,8 +36,7 @@ def _visit(block: Block, table: dict[Any, list[Value]], mapping: dict[Value, Val
     block.ops = kept
 
 
-def run(module: Module, options: Any = None) -> None:
-    for function in module.functions:
-        mapping: dict[Value, Value] = {}
-        _visit(function.body, {}, mapping)
-        remap_operands(function.body, mapping)
+def run(function: Function, options: Any = None) -> None:
+    mapping: dict[Value, Value] = {}
+    _visit(function.body, {}, mapping)
+    remap_operands(function.body, mapping)

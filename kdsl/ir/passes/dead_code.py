@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdsl.ir.core import Block, Module, use_counts
+from kdsl.ir.core import Block, Function, use_counts
 from kdsl.ir.effects import has_side_effects
 
 
@@ -28,7 +28,6 @@ def _sweep(block: Block, counts: dict[Any, int]) -> bool:
     return changed
 
 
-def run(module: Module, options: Any = None) -> None:
-    for function in module.functions:
-        while _sweep(function.body, use_counts(function.body)):
-            pass
+def run(function: Function, options: Any = None) -> None:
+    while _sweep(function.body, use_counts(function.body)):
+        pass

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl.ir.builder import typed_operation
-from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.effects import element_access, view_source
 from kdsl.ir.structured import ParallelForOp
 
@@ -86,8 +86,8 @@ def _injective(indices: list[Value], ivs: tuple[Value, ...]) -> bool:
     return all(iv in indices for iv in ivs)
 
 
-def run(module: Module, options: Any = None) -> None:
-    used = {v for op in module.kernel.walk() for v in op.operands}
-    views = {op.result: source for op in module.kernel.walk()
+def run(function: Function, options: Any = None) -> None:
+    used = {v for op in function.walk() for v in op.operands}
+    views = {op.result: source for op in function.walk()
              if (source := view_source(op)) is not None}
-    _visit(module.kernel.body, (), used, set(), views)
+    _visit(function.body, (), used, set(), views)

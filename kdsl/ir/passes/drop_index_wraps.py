@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdsl.ir.core import Block, Module, Operation, Value, use_counts
+from kdsl.ir.core import Block, Function, Operation, Value, use_counts
 from kdsl.ir.ranges import NonNegative
 from kdsl.ir.rewrite import remap_operands
 
@@ -36,8 +36,8 @@ def _remove_unused_sizes(block: Block, sizes: set[Value], uses: dict[Value, int]
             _remove_unused_sizes(region, sizes, uses)
 
 
-def run(module: Module, options: Any = None) -> None:
-    drop_index_wraps(module.kernel.body)
+def run(function: Function, options: Any = None) -> None:
+    drop_index_wraps(function.body)
 
 
 def drop_index_wraps(body: Block) -> None:

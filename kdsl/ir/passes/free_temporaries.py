@@ -8,7 +8,7 @@ from typing import Any
 
 from kdsl.ir.analysis import users
 from kdsl.ir.builder import typed_operation
-from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.effects import allocates, view_source
 
 _ESCAPES = ("yield", "return", "condition", "call")
@@ -48,5 +48,5 @@ def _visit(block: Block, users_of: dict[Value, list[Operation]], top: bool) -> N
             op.parent = block
 
 
-def run(module: Module, options: Any = None) -> None:
-    _visit(module.kernel.body, users(module.kernel), True)
+def run(function: Function, options: Any = None) -> None:
+    _visit(function.body, users(function), True)

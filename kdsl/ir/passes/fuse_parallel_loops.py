@@ -17,7 +17,7 @@ from typing import Any
 
 from kdsl.ir.analysis import definitions
 from kdsl.ir.builder import typed_operation
-from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.effects import allocates, element_access, has_effect, view_source
 from kdsl.ir.ops import Trait, lookup
 from kdsl.ir.rewrite import clone_block, remap_operands
@@ -40,8 +40,8 @@ def _has_ordered_effects(loop: Operation) -> bool:
 
 
 class _Fuser:
-    def __init__(self, module: Module) -> None:
-        body = module.kernel.body
+    def __init__(self, function: Function) -> None:
+        body = function.body
         self.definitions = definitions(body)
         self.mapping: dict[Value, Value] = {}
 
@@ -173,7 +173,7 @@ class _Fuser:
             op.parent = block
 
 
-def run(module: Module, options: Any = None) -> None:
-    fuser = _Fuser(module)
-    fuser.visit(module.kernel.body)
-    remap_operands(module.kernel.body, {v: fuser.resolve(v) for v in fuser.mapping})
+def run(function: Function, options: Any = None) -> None:
+    fuser = _Fuser(function)
+    fuser.visit(function.body)
+    remap_operands(function.body, {v: fuser.resolve(v) for v in fuser.mapping})

@@ -47,3 +47,22 @@ def run(module: Module, options: Any = None) -> None:
     mapping = {}
     _inline_into(module.kernel.body, funcs, mapping, keep)
     remap_operands(module.kernel.body, mapping)
+    drop_uncalled_funcs(module)
+
+
+def drop_uncalled_funcs(module: Module) -> None:
+    """Removes the funcs nothing calls any more, so that later passes, which run over every
+    function of the module, spend no time on copies already inlined."""
+    by_name = {f.name: f for f in module.funcs.values()}
+    wanted: set[str] = set()
+    work = [module.kernel]
+    while work:
+        for op in work.pop().walk():
+            if op.name != "call":
+                continue
+            for name in (op.attrs.get("callee"), op.attrs.get("gradient")):
+                if isinstance(name, str) and name not in wanted and name in by_name:
+                    wanted.add(name)
+                    work.append(by_name[name])
+    module.funcs = {k: f for k, f in module.funcs.items() if f.name in wanted}
+

@@ -24,7 +24,7 @@ from typing import Any
 from kdsl import types as T
 from kdsl.ir.analysis import definitions, users
 from kdsl.ir.builder import IRBuilder
-from kdsl.ir.core import Block, Module, Operation, Value, use_counts
+from kdsl.ir.core import Block, Function, Operation, Value, use_counts
 from kdsl.ir.effects import view_source
 from kdsl.ir.passes.tensor_fusion import disjoint_rows, feeds_elementwise, fusable, lower_deferred
 from kdsl.ir.passes.tensor_matmul import (
@@ -56,11 +56,10 @@ def _base(v: Value, definitions: dict[Value, Operation]) -> Value:
 
 
 class TensorLowerer:
-    def __init__(self, module: Module, target: str = "cpu") -> None:
-        self.module = module
+    def __init__(self, function: Function, target: str = "cpu") -> None:
         self.target = target
         self.assigned: dict[Operation, Operation] = {}  # c[...] = a @ b: assignment -> @
-        body = module.kernel.body
+        body = function.body
         self.definitions = definitions(body)
         self.uses = use_counts(body)
         self.users = users(body)
@@ -443,12 +442,12 @@ class TensorLowerer:
         return out
 
 
-def run(module: Module, options: Any = None) -> None:
-    if not any(op.name in _TENSOR_OPS for op in module.kernel.walk()):
+def run(function: Function, options: Any = None) -> None:
+    if not any(op.name in _TENSOR_OPS for op in function.walk()):
         return
-    lowerer = TensorLowerer(module, getattr(options, "target", "cpu"))
-    lowerer.visit(module.kernel.body)
+    lowerer = TensorLowerer(function, getattr(options, "target", "cpu"))
+    lowerer.visit(function.body)
     for old, new in lowerer.mapping.items():  # debug-mode errors name the user's array
         if old.name_hint and not new.name_hint:
             new.name_hint = old.name_hint
-    remap_operands(module.kernel.body, lowerer.mapping)
+    remap_operands(function.body, lowerer.mapping)

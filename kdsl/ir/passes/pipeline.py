@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from kdsl.ir.core import Module
+from kdsl.ir.core import Function, Module
 from kdsl.ir.passes import (
     bounds_checks,
     cse,
@@ -43,34 +43,53 @@ def in_debug(options: PassOptions) -> bool:
 
 
 @dataclass(frozen=True)
-class Pass:
-    """A named transformation of a module, in place, run when ``when`` holds for the
-    options."""
+class ModulePass:
+    """A named transformation of a whole module, in place (inlining and differentiation
+    change which functions there are), run when ``when`` holds for the options."""
 
     name: str
     run: Callable[[Module, PassOptions], None]
     when: Callable[[PassOptions], bool] = always
 
+    def apply(self, module: Module, options: PassOptions) -> None:
+        self.run(module, options)
+
+
+@dataclass(frozen=True)
+class FunctionPass:
+    """A named transformation of one function, in place, run over every function of the
+    module (the kernel and the funcs still called) when ``when`` holds for the options."""
+
+    name: str
+    run: Callable[[Function, PassOptions], None]
+    when: Callable[[PassOptions], bool] = always
+
+    def apply(self, module: Module, options: PassOptions) -> None:
+        for function in module.functions:
+            self.run(function, options)
+
+
+Pass = ModulePass | FunctionPass
 
 PIPELINE: tuple[Pass, ...] = (
-    Pass("inline", inline_funcs.run),
-    Pass("drop-index-wraps", drop_index_wraps.run),
-    Pass("autodiff", differentiate.run),
-    Pass("lower-tensors", lower_tensors.run),
+    ModulePass("inline", inline_funcs.run),
+    FunctionPass("drop-index-wraps", drop_index_wraps.run),
+    ModulePass("autodiff", differentiate.run),
+    FunctionPass("lower-tensors", lower_tensors.run),
     # before anything can delete an access whose value is unused: its check stays
-    Pass("bounds-checks", bounds_checks.run, when=in_debug),
-    Pass("simplify", simplify.run),
-    Pass("share-reciprocals", share_reciprocals.run),
-    Pass("cse", cse.run),
-    Pass("dce", dead_code.run),
-    Pass("fuse-loops", fuse_parallel_loops.run),
-    Pass("demote-atomics", demote_atomics.run),
-    Pass("speculate-loads", speculate_loads.run),
-    Pass("split-excluded-index", split_excluded_index.run),
-    Pass("cse-late", cse.run),
-    Pass("simplify-late", simplify.run),
-    Pass("dce-late", dead_code.run),
-    Pass("free-temporaries", free_temporaries.run),
+    FunctionPass("bounds-checks", bounds_checks.run, when=in_debug),
+    FunctionPass("simplify", simplify.run),
+    FunctionPass("share-reciprocals", share_reciprocals.run),
+    FunctionPass("cse", cse.run),
+    FunctionPass("dce", dead_code.run),
+    FunctionPass("fuse-loops", fuse_parallel_loops.run),
+    FunctionPass("demote-atomics", demote_atomics.run),
+    FunctionPass("speculate-loads", speculate_loads.run),
+    FunctionPass("split-excluded-index", split_excluded_index.run),
+    FunctionPass("cse-late", cse.run),
+    FunctionPass("simplify-late", simplify.run),
+    FunctionPass("dce-late", dead_code.run),
+    FunctionPass("free-temporaries", free_temporaries.run),
 )
 
 STAGES = ("frontend",) + tuple(p.name for p in PIPELINE) + ("optimized",)
@@ -90,9 +109,22 @@ def run_pipeline(
     for p in PIPELINE:
         if not p.when(options):
             continue
-        p.run(module, options)
+        p.apply(module, options)
         if verify:
             verify_module(module, context=f"after {p.name}")
         if stop_after == p.name:
             break
     return module
+
+
+def run_passes(module: Module, names: list[str], options: PassOptions | None = None) -> Module:
+    """Runs the named passes of the pipeline, in the order given (for tests that start from
+    IR text, and for inspecting one pass at a time)."""
+    by_name = {p.name: p for p in PIPELINE}
+    unknown = [n for n in names if n not in by_name]
+    if unknown:
+        raise ValueError(f"unknown pass(es) {unknown}; the pipeline has {sorted(by_name)}")
+    for name in names:
+        by_name[name].apply(module, options or PassOptions())
+    return module
+

@@ -15,7 +15,7 @@ from typing import Any
 from kdsl import types as T
 from kdsl.ir.analysis import definitions
 from kdsl.ir.builder import typed_operation
-from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.location import UNKNOWN_LOCATION
 from kdsl.ir.rewrite import remap_operands
 
@@ -37,8 +37,8 @@ def _is_one(value: Value, definitions: dict[Value, Operation]) -> bool:
 
 
 class _Rewriter:
-    def __init__(self, module: Module) -> None:
-        self.body = module.kernel.body
+    def __init__(self, function: Function) -> None:
+        self.body = function.body
         self.definitions = definitions(self.body)
         self.parent: dict[Operation, Block] = {}
         self.argument_block: dict[Value, Block] = {a: self.body for a in self.body.args}
@@ -116,10 +116,10 @@ class _Rewriter:
         return reciprocal.result
 
 
-def run(module: Module, options: Any = None) -> None:
+def run(function: Function, options: Any = None) -> None:
     if options is not None and not getattr(options, "fastmath", True):
         return
-    rewriter = _Rewriter(module)
+    rewriter = _Rewriter(function)
     rewriter.collect()
     mapping = rewriter.rewrite()
-    remap_operands(module.kernel.body, mapping)
+    remap_operands(function.body, mapping)

@@ -7,7 +7,7 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.ir.builder import typed_operation
-from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.rewrite import remap_operands
 
 
@@ -181,8 +181,7 @@ def _is_additive_identity(value: Any, t: T.ScalarType) -> bool:
     return not t.is_float or math.copysign(1.0, value) < 0
 
 
-def run(module: Module, options: Any = None) -> None:
-    for function in module.functions:
-        simplifier = _Simplifier()
-        simplifier.block(function.body)
-        remap_operands(function.body, simplifier.mapping)
+def run(function: Function, options: Any = None) -> None:
+    simplifier = _Simplifier()
+    simplifier.block(function.body)
+    remap_operands(function.body, simplifier.mapping)

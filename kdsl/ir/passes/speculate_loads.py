@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.effects import has_effect
 from kdsl.ir.structured import ForOp, ParallelForOp
 
@@ -88,6 +88,6 @@ def _visit(block: Block, facts: _Facts, defined: set[Value]) -> None:
     block.ops = out
 
 
-def run(module: Module, options: Any = None) -> None:
-    body = module.kernel.body
+def run(function: Function, options: Any = None) -> None:
+    body = function.body
     _visit(body, _Facts(body), set())

@@ -13,7 +13,7 @@ from typing import Any
 from kdsl import types as T
 from kdsl.ir.analysis import definitions
 from kdsl.ir.builder import typed_operation
-from kdsl.ir.core import Block, Module, Operation, Value
+from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.effects import has_side_effects
 from kdsl.ir.rewrite import clone_block, remap_operands
 from kdsl.ir.structured import ForOp
@@ -24,8 +24,8 @@ def _constant(op: Operation | None, value: Any) -> bool:
 
 
 class _Splitter:
-    def __init__(self, module: Module) -> None:
-        self.body = module.kernel.body
+    def __init__(self, function: Function) -> None:
+        self.body = function.body
         self.definitions = definitions(self.body)
         self.mapping: dict[Value, Value] = {}
 
@@ -114,7 +114,7 @@ class _Splitter:
         return new
 
 
-def run(module: Module, options: Any = None) -> None:
-    splitter = _Splitter(module)
-    splitter.visit(module.kernel.body)
-    remap_operands(module.kernel.body, splitter.mapping)
+def run(function: Function, options: Any = None) -> None:
+    splitter = _Splitter(function)
+    splitter.visit(function.body)
+    remap_operands(function.body, splitter.mapping)
