@@ -26,7 +26,7 @@ from kdsl.runtime.arguments import (
 )
 from kdsl.runtime.ndarray_layout import ndarray_offsets
 from kdsl.runtime.options import BuildOptions
-from kdsl.runtime.symbols import ALLOCATIONS
+from kdsl.runtime.symbols import ALLOCATIONS, recycle
 from kdsl.timings import stage
 
 if TYPE_CHECKING:  # the compiler proper is imported on a cache miss only
@@ -228,8 +228,11 @@ class CompiledKernel:
         if status[0]:
             self._raise(status)
         if not self.results:
+            recycle(made)
             return None
-        return self._decode(status, made, args)
+        result = self._decode(status, made, args)
+        recycle(made)  # the temporaries nothing returned holds
+        return result
 
     def _raise(self, status: np.ndarray) -> None:
         code, site_index, index, size = (int(x) for x in status[:4])

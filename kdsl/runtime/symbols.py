@@ -82,6 +82,97 @@ ALLOCATIONS = Allocations()
 _FILLS = {0: np.empty, 1: np.zeros, 2: np.ones}
 
 
+class TemporaryPool:
+    """Memory of the large temporaries calls made and did not return, kept for the next
+    calls' arrays of the same byte size: a kernel called again and again touches no fresh
+    pages (no page faults, no zeroing by the OS). Up to ``limit`` bytes are kept, the
+    oldest given back first; arrays under ``smallest`` bytes are left to malloc."""
+
+    smallest = 1 << 16
+    limit = 1 << 28
+
+    def __init__(self) -> None:
+        self.free: dict[int, list[np.ndarray]] = {}  # bytes -> flat uint8 buffers
+        self.order: list[np.ndarray] = []  # oldest first
+        self.bytes = 0
+        self.lock = threading.Lock()
+
+    def take(self, nbytes: int) -> np.ndarray | None:
+        if nbytes < self.smallest:
+            return None
+        with self.lock:
+            buffers = self.free.get(nbytes)
+            if not buffers:
+                return None
+            buffer = buffers.pop()
+            _remove(self.order, buffer)
+            self.bytes -= nbytes
+            return buffer
+
+    def give(self, array: np.ndarray) -> None:
+        """Keeps the memory of ``array``, which nothing else may reference."""
+        if array.nbytes < self.smallest or array.nbytes > self.limit:
+            return
+        owner = array if array.flags.owndata else array.base  # one of ours, or new
+        if not (isinstance(owner, np.ndarray) and owner.flags.owndata
+                and owner.flags.c_contiguous and owner.flags.writeable
+                and owner.nbytes == array.nbytes and owner.base is None):
+            return
+        buffer = owner.reshape(-1).view(np.uint8)
+        with self.lock:
+            self.free.setdefault(buffer.nbytes, []).append(buffer)
+            self.order.append(buffer)
+            self.bytes += buffer.nbytes
+            while self.bytes > self.limit:
+                oldest = self.order.pop(0)
+                _remove(self.free[oldest.nbytes], oldest)
+                self.bytes -= oldest.nbytes
+
+    def clear(self) -> None:
+        with self.lock:
+            self.free.clear()
+            self.order.clear()
+            self.bytes = 0
+
+
+def _remove(buffers: list[np.ndarray], buffer: np.ndarray) -> None:
+    """Removes ``buffer`` itself (``list.remove`` would compare arrays elementwise)."""
+    for k, candidate in enumerate(buffers):
+        if candidate is buffer:
+            del buffers[k]
+            return
+
+
+TEMPORARIES = TemporaryPool()
+
+
+def recycle(made: dict[int, Any]) -> None:
+    """Gives the pool the arrays a call made that nothing else holds (not returned, and
+    no view of them returned); ``made`` is emptied."""
+    while made:
+        _, array = made.popitem()
+        # held here and by getrefcount's argument only: a result or a view holds one more
+        if isinstance(array, np.ndarray) and sys.getrefcount(array) <= 2:
+            TEMPORARIES.give(array)
+        del array
+
+
+def _new_array(dims: tuple[int, ...], dtype: Any, fill: int, value: float) -> np.ndarray:
+    """A new array, its memory from the pool where it has some of this size."""
+    if fill in (0, 1):
+        count = 1
+        for d in dims:
+            count *= d
+        buffer = TEMPORARIES.take(count * np.dtype(dtype).itemsize)
+        if buffer is not None:
+            if fill == 1:
+                buffer.fill(0)
+            return buffer.view(dtype).reshape(dims)
+    if fill == 3:
+        return np.full(dims, value, dtype=dtype)
+    return _FILLS[fill](dims, dtype=dtype)
+
+
 def _allocate(token: int, type_code: int, ndim: int, shape: Any, fill: int, value: float) -> int:
     from kdsl.types import SCALAR_TYPES
 
@@ -90,10 +181,7 @@ def _allocate(token: int, type_code: int, ndim: int, shape: Any, fill: int, valu
         if any(d < 0 for d in dims):
             return 0
         dtype = SCALAR_TYPES[type_code].numpy_dtype
-        if fill == 3:
-            array = np.full(dims, value, dtype=dtype)
-        else:
-            array = _FILLS[fill](dims, dtype=dtype)
+        array = _new_array(dims, dtype, fill, value)
         if array.size == 0:
             array = np.empty(dims, dtype=dtype)
     except (MemoryError, ValueError, OverflowError):
@@ -105,8 +193,10 @@ def _allocate(token: int, type_code: int, ndim: int, shape: Any, fill: int, valu
 
 
 def _release(token: int, pointer: int) -> None:
+    released: dict[int, Any] = {}
     with ALLOCATIONS.lock:
-        ALLOCATIONS.by_call.get(token, {}).pop(pointer or 0, None)
+        released[0] = ALLOCATIONS.by_call.get(token, {}).pop(pointer or 0, None)
+    recycle(released)
 
 
 def _serial_parallel(fn: int, data: int, n: int, flags: int) -> None:
