@@ -154,3 +154,30 @@ def test_empty_rows_and_columns():
 def test_shape_mismatch_is_a_value_error():
     with pytest.raises(ValueError):
         softmax(np.ones((3, 4), np.float32), np.zeros((3, 5), np.float32))
+
+
+@kd.kernel
+def softmax_expression_returned(x):
+    e = kd.exp(x - kd.max(x, axis=1, keepdims=True))
+    return e / kd.sum(e, axis=1, keepdims=True)
+
+
+@kd.kernel
+def layer_norm_returned(x, gamma, beta):
+    d = x - kd.mean(x, axis=1, keepdims=True)
+    return d / kd.sqrt(kd.mean(d * d, axis=1, keepdims=True) + 1e-5) * gamma + beta
+
+
+def test_returned_expressions_are_row_fused(rng):
+    x = nonzero_floats(rng, (11, 19), np.float64) * 3
+    gamma, beta = nonzero_floats(rng, 19, np.float64), nonzero_floats(rng, 19, np.float64)
+    want = np.zeros_like(x)
+    np_softmax(x, want)
+    np.testing.assert_allclose(softmax_expression_returned(x), want, rtol=1e-13)
+    np_layer_norm(x, gamma, beta, want)
+    np.testing.assert_allclose(layer_norm_returned(x, gamma, beta), want, rtol=1e-11, atol=1e-12)
+    for kernel, args in ((softmax_expression_returned, (x,)),
+                         (layer_norm_returned, (x, gamma, beta))):
+        text = kernel.ir(*args)
+        assert text.count("array_new") == 1  # the result only
+        assert text.count("parallel_for") == 2

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from kdsl import types as T
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.effects import has_side_effects, view_source
+from kdsl.ir.passes.tensor_fusion import fusable
 from kdsl.ir.passes.tensor_matmul import lower_matmul
 from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
 
@@ -55,8 +56,10 @@ def _is_row_reduction(op: Operation, ndim: int) -> bool:
 
 
 def _collect(lo: TensorLowerer, assign: Operation, positions: dict[Operation, int]) -> RowPlan | None:
-    dest, source = assign.operands
-    ndim = dest.type.ndim
+    """The plan of a ``tensor_assign`` or of a ``tensor_map`` made into a new array."""
+    materialised = assign.name == "tensor_map"
+    dest = None if materialised else assign.operands[0]
+    ndim = assign.result.type.ndim if materialised else assign.operands[0].type.ndim
     plan = RowPlan()
     seen: set[Operation] = set()
 
@@ -75,16 +78,22 @@ def _collect(lo: TensorLowerer, assign: Operation, positions: dict[Operation, in
             visit(operand)
         (plan.reductions if op.name == "tensor_reduce" else plan.maps).append(op)
 
-    visit(source)
+    if materialised:
+        seen.add(assign)
+        for operand in assign.operands:
+            visit(operand)
+    else:
+        visit(assign.operands[1])
     if not plan.reductions:
         return None
     absorbed = set(plan.reductions) | set(plan.maps)
     for op in absorbed:
         if any(user is not assign and user not in absorbed for user in lo.users.get(op.result, [])):
             return None  # needed elsewhere: lowered on its own
-    dest_base = _base(lo, dest)
-    if any(_base(lo, leaf) is dest_base for leaf in plan.leaves):
-        return None
+    if dest is not None:
+        dest_base = _base(lo, dest)
+        if any(_base(lo, leaf) is dest_base for leaf in plan.leaves):
+            return None
     first = min(positions[op] for op in absorbed)
     block_ops = list(positions)
     between = block_ops[first:positions[assign]]
@@ -99,10 +108,11 @@ def row_plans(lo: TensorLowerer, block: Block) -> dict[Operation, RowPlan]:
     positions = {op: k for k, op in enumerate(block.ops)}
     plans: dict[Operation, RowPlan] = {}
     claimed: set[Operation] = set()
-    for op in block.ops:
-        if (op.name != "tensor_assign" or op.attrs.get("accumulate")
-                or not isinstance(op.operands[0].type, T.ArrayType)
-                or op.operands[0].type.ndim < 2):
+    # the last first: an assignment claims the values it reads before they are taken as
+    # arrays of their own
+    for position in reversed(range(len(block.ops))):
+        op = block.ops[position]
+        if op in claimed or not _is_root(lo, op, block, position):
             continue
         plan = _collect(lo, op, positions)
         if plan is None or claimed & (set(plan.reductions) | set(plan.maps)):
@@ -110,6 +120,17 @@ def row_plans(lo: TensorLowerer, block: Block) -> dict[Operation, RowPlan]:
         claimed |= set(plan.reductions) | set(plan.maps)
         plans[op] = plan
     return plans
+
+
+def _is_root(lo: TensorLowerer, op: Operation, block: Block, position: int) -> bool:
+    """An assignment to an array of 2 or more axes, or an elementwise value of 2 or more
+    axes made into a new array (returned, or used twice)."""
+    if op.name == "tensor_assign":
+        dest = op.operands[0]
+        return (not op.attrs.get("accumulate") and isinstance(dest.type, T.ArrayType)
+                and dest.type.ndim >= 2)
+    return (op.name == "tensor_map" and op.result.type.ndim >= 2
+            and not fusable(lo, op, block, position))
 
 
 def absorbed_ops(plans: dict[Operation, RowPlan]) -> set[Operation]:
@@ -129,15 +150,15 @@ def _deep_leaves(lo: TensorLowerer, v: Value, reductions: dict[Value, Operation]
     return [v]
 
 
-def lower_rows(lo: TensorLowerer, assign: Operation, plan: RowPlan) -> None:
-    """Emits the row-fused loop nest of ``assign`` at the lowerer's builder."""
-    dest, source = assign.operands
-    ndim = dest.type.ndim
+def lower_rows(lo: TensorLowerer, root: Operation, plan: RowPlan) -> None:
+    """Emits the row-fused loop nest of ``root`` at the lowerer's builder: an assignment,
+    or an elementwise value computed into a new array (then its value)."""
+    materialised = root.name == "tensor_map"
+    ndim = root.result.type.ndim if materialised else root.operands[0].type.ndim
     for leaf in plan.leaves:  # a product waiting for an epilogue: computed first
         if leaf in lo.deferred:
             lo.mapping[leaf] = lower_matmul(lo, lo.deferred.pop(leaf))
     zero, one = lo.constant(0, T.i64), lo.constant(1, T.i64)
-    shape = lo.dims(dest)
     reductions = {op.result: op for op in plan.reductions}
     extents: dict[Value, list[Value]] = {}
     for op in plan.reductions:  # shapes (and their checks) in program order
@@ -152,7 +173,16 @@ def lower_rows(lo: TensorLowerer, assign: Operation, plan: RowPlan) -> None:
                         "which has no identity"})
         extents[op.result] = source_shape
         lo.row_shapes[op.result] = source_shape[:-1] + [one]
-    lo.check_fits(source, shape, "cannot assign: array shapes")
+    if materialised:
+        source = root.result
+        lo.fused.add(source)
+        t: T.ArrayType = root.result.type
+        shape = lo.broadcast_shape(source, ndim, "operands could not be broadcast together")
+        dest = lo.value("array_new", *shape, type=T.ArrayType(t.dtype, ndim, True), fill="empty")
+    else:
+        dest, source = root.operands
+        shape = lo.dims(dest)
+        lo.check_fits(source, shape, "cannot assign: array shapes")
 
     def body(ivs: list[Value], accs: list[Value]) -> list[Value]:
         for op in plan.reductions:
@@ -184,6 +214,8 @@ def lower_rows(lo: TensorLowerer, assign: Operation, plan: RowPlan) -> None:
         regions.append(block)
     lo.direct = False
     lo.builder.create("if", [same], {"types": []}, regions, [])
+    if materialised:
+        lo.mapping[source] = dest  # the value is now this array
 
 
 def _reduce_row(lo: TensorLowerer, op: Operation, row: list[Value], shape: list[Value]) -> None:
