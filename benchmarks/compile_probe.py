@@ -1,4 +1,5 @@
-"""Run by ``run.py`` in a fresh process: ``python compile_probe.py {kdsl,numba,numpy} [N]``.
+"""Run by ``run.py`` in a fresh process: ``python compile_probe.py {kdsl,numba,numpy} [N]``,
+or ``python compile_probe.py {kdsl,numba} tensor`` for the tensor-kernel row.
 
 Prints one JSON line: ``import`` (seconds to import the library, first thing in the
 process; for ``numpy`` that is all), and for kdsl and numba ``first_call`` (the first n-body call: compile or cache load, plus one run),
@@ -27,6 +28,39 @@ def import_library(library: str) -> float:
     return time.perf_counter() - start
 
 
+def tensor_kernel(library: str) -> dict[str, float]:
+    """``fluid_step`` (ten tensor statements) on 64 x 64: the first call, a later call,
+    and the check of the first call's results against NumPy."""
+    import kernels_numpy
+    import numpy as np
+
+    if library == "kdsl":
+        import kernels_kdsl
+
+        step = kernels_kdsl.fluid_step
+    else:
+        import numba
+
+        step = numba.njit(fastmath=True, cache=True)(kernels_numpy.fluid_step)
+    gen = np.random.default_rng(5)
+    u, v = (gen.random((64, 64), dtype=np.float32) for _ in range(2))
+    p, scratch, div = (np.zeros((64, 64), np.float32) for _ in range(3))
+    inputs = [a.copy() for a in (u, v, p, scratch, div)]
+    start = time.perf_counter()
+    got = step(*inputs)
+    first_call = time.perf_counter() - start
+    want = kernels_numpy.fluid_step(u, v, p, scratch, div)
+    runs = []
+    for _ in range(3):
+        again = [a.copy() for a in (u, v, p, scratch, div)]
+        start = time.perf_counter()
+        step(*again)
+        runs.append(time.perf_counter() - start)
+    return {"first_call": first_call, "run": min(runs),
+            "max_abs_diff": float(max(abs(g - w) for g, w in zip(got, want))),
+            "max_abs": float(max(abs(w) for w in want))}
+
+
 def forces_function(library: str) -> Callable[..., None]:
     if library == "kdsl":
         import kernels_kdsl
@@ -44,6 +78,9 @@ def main() -> None:
     import_s = import_library(library)
     if library == "numpy":
         print(json.dumps({"import": import_s}))
+        return
+    if sys.argv[2] == "tensor":
+        print(json.dumps({"import": import_s, **tensor_kernel(library)}))
         return
     n = int(sys.argv[2])
 

@@ -48,6 +48,33 @@ def forces(pos: kd.Array[kd.vec3], acc: kd.Array[kd.vec3], cutoff: kd.f32):
         acc[i] = a
 
 
+# The same kernel on the (N, 3) array with scalar components, as the Numba version reads it.
+
+
+@kd.kernel
+def forces_scalar(pos: kd.Array[kd.f32, 2], acc: kd.Array[kd.f32, 2], cutoff: kd.f32):
+    n = pos.shape[0]
+    for i in kd.prange(n):
+        ax = 0.0
+        ay = 0.0
+        az = 0.0
+        for j in range(n):
+            if j == i:
+                continue
+            dx = pos[i, 0] - pos[j, 0]
+            dy = pos[i, 1] - pos[j, 1]
+            dz = pos[i, 2] - pos[j, 2]
+            r2 = dx * dx + dy * dy + dz * dz
+            if r2 < cutoff * cutoff:
+                f = lj(r2)
+                ax += f * dx
+                ay += f * dy
+                az += f * dz
+        acc[i, 0] = ax
+        acc[i, 1] = ay
+        acc[i, 2] = az
+
+
 # --- 4. 2-D Jacobi: the whole time loop in one call -----------------------------------
 # Each trip sweeps src into dst and swaps the two array locals; with an even `iters` the
 # result ends in `a`.
@@ -163,3 +190,25 @@ def matmul(a: kd.Array[kd.f32, 2], b: kd.Array[kd.f32, 2]):
 def matmul_any(a, b):
     """``a @ b`` of any float type (one specialisation per type)."""
     return a @ b
+
+
+# --- compile time of a tensor-heavy kernel: one step of a pressure projection ----------
+# Ten statements: the divergence, its largest magnitude, 20 Jacobi sweeps written with
+# slices, the velocity update and the kinetic energy.
+
+
+@kd.kernel
+def fluid_step(u: kd.Array[kd.f32, 2], v: kd.Array[kd.f32, 2], p: kd.Array[kd.f32, 2],
+               scratch: kd.Array[kd.f32, 2], div: kd.Array[kd.f32, 2]) -> tuple[kd.f32, kd.f32]:
+    div[1:-1, 1:-1] = 0.5 * (u[2:, 1:-1] - u[:-2, 1:-1] + v[1:-1, 2:] - v[1:-1, :-2])
+    before = kd.max(kd.abs(div))
+    src = p
+    dst = scratch
+    for _ in range(20):
+        dst[1:-1, 1:-1] = 0.25 * (src[:-2, 1:-1] + src[2:, 1:-1] + src[1:-1, :-2]
+                                  + src[1:-1, 2:] - div[1:-1, 1:-1])
+        src, dst = dst, src
+    u[1:-1, 1:-1] -= 0.5 * (src[2:, 1:-1] - src[:-2, 1:-1])
+    v[1:-1, 1:-1] -= 0.5 * (src[1:-1, 2:] - src[1:-1, :-2])
+    energy = kd.sum(u * u + v * v)
+    return before, energy

@@ -74,3 +74,18 @@ def mlp(x: np.ndarray, w1: np.ndarray, b1: np.ndarray, w2: np.ndarray) -> np.nda
 
 def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a @ b
+
+
+def fluid_step(u: np.ndarray, v: np.ndarray, p: np.ndarray, scratch: np.ndarray,
+               div: np.ndarray) -> tuple[float, float]:
+    """The kdsl ``fluid_step`` (compile-time row) with NumPy slicing, for its check."""
+    div[1:-1, 1:-1] = 0.5 * (u[2:, 1:-1] - u[:-2, 1:-1] + v[1:-1, 2:] - v[1:-1, :-2])
+    before = float(np.abs(div).max())
+    src, dst = p, scratch
+    for _ in range(20):
+        dst[1:-1, 1:-1] = 0.25 * (src[:-2, 1:-1] + src[2:, 1:-1] + src[1:-1, :-2]
+                                  + src[1:-1, 2:] - div[1:-1, 1:-1])
+        src, dst = dst, src
+    u[1:-1, 1:-1] -= 0.5 * (src[2:, 1:-1] - src[:-2, 1:-1])
+    v[1:-1, 1:-1] -= 0.5 * (src[1:-1, 2:] - src[1:-1, :-2])
+    return before, float((u * u + v * v).sum())

@@ -175,7 +175,38 @@ def nbody(ctx: Context) -> list[Row]:
         cfg,
     )
     _rate_note(row, float(n) * n, "Gpair/s", 1e9)
-    return [row]
+    return [row, _nbody_scalar(ctx, pos, cutoff, want)]
+
+
+def _nbody_scalar(ctx: Context, pos: np.ndarray, cutoff: np.float32, want: np.ndarray) -> Row:
+    """The n-body kernel on the (N, 3) array read as pos[j, 0], pos[j, 1], pos[j, 2]; the
+    notes give its time over the vec3 kernel's, timed again in the same interleaved runs
+    (target <= 1.25)."""
+    cfg = ctx.config
+    n = pos.shape[0]
+    acc = {side: np.zeros_like(pos) for side in ("numba", "kdsl", "kdsl vec3")}
+    nbk.forces(pos, acc["numba"], cutoff)
+    kdk.forces_scalar(pos, acc["kdsl"], cutoff)
+    atol = 1e-4 * float(np.abs(want).max())
+    row = Row("n-body, scalar-indexed", f"N={n} (N, 3)")
+    row.ok = agree("n-body scalar: kdsl vs numpy", acc["kdsl"], want, rtol=1e-3, atol=atol)
+    times = _time_row(
+        row,
+        {
+            "numba": Timed(lambda: nbk.forces(pos, acc["numba"], cutoff)),
+            "kdsl": Timed(lambda: kdk.forces_scalar(pos, acc["kdsl"], cutoff)),
+            "kdsl vec3": Timed(lambda: kdk.forces(pos, acc["kdsl vec3"], cutoff)),
+        },
+        cfg,
+    )
+    ratio = times["kdsl"] / times["kdsl vec3"]
+    verdict = "ok" if ratio <= 1.25 else "MISSED"
+    pairs = float(n) * n / 1e9
+    row.notes.append(
+        f"kdsl {pairs / times['kdsl']:.2f} Gpair/s (numba {pairs / times['numba']:.2f}); "
+        f"scalar/vec3 {ratio:.2f} ({verdict}, target <= 1.25)"
+    )
+    return row
 
 
 # --- 4. 2-D Jacobi, whole time loop in one call ---------------------------------------
@@ -534,7 +565,7 @@ def matmul(ctx: Context) -> list[Row]:
 # --- 8. compile time and import time, each in a fresh process -------------------------
 
 
-def _probe(library: str, n: int, cache_dir: str) -> dict[str, float]:
+def _probe(library: str, n: int | str, cache_dir: str) -> dict[str, float]:
     env = dict(os.environ, KDSL_CACHE_DIR=cache_dir, NUMBA_CACHE_DIR=cache_dir)
     env.pop("KDSL_CACHE", None)
     proc = subprocess.run(
@@ -551,7 +582,7 @@ def _probe(library: str, n: int, cache_dir: str) -> dict[str, float]:
     return result
 
 
-def _cold_and_warm(library: str, n: int) -> tuple[dict[str, float], dict[str, float]]:
+def _cold_and_warm(library: str, n: int | str) -> tuple[dict[str, float], dict[str, float]]:
     """Two fresh processes sharing a new, empty cache directory."""
     with tempfile.TemporaryDirectory(prefix=f"bench-{library}-cache-") as cache_dir:
         cold = _probe(library, n, cache_dir)
@@ -602,4 +633,22 @@ def compile_time(ctx: Context) -> list[Row]:
         if any(p["max_abs_diff"] > 1e-3 * p["max_abs"] for p in probes):
             print(f"FAIL compile probe ({label} cache): kdsl n-body forces differ from numpy")
             compile_row.ok = warm_row.ok = False
-    return [imports, compile_row, warm_row]
+    return [imports, compile_row, warm_row, _tensor_compile(repeats)]
+
+
+def _tensor_compile(repeats: int) -> Row:
+    """Cold compile of ``fluid_step`` (ten tensor statements), kdsl against Numba's njit
+    of the same NumPy code (kernels_numpy.fluid_step)."""
+    cold: dict[str, list[dict[str, float]]] = {"numba": [], "kdsl": []}
+    for _ in range(repeats):
+        for library in ("numba", "kdsl"):
+            cold[library].append(_cold_and_warm(library, "tensor")[0])
+    row = Row("tensor kernel compile, cold", "10 stmts, 64x64")
+    row.numba = _best(cold["numba"], "compile")
+    row.kdsl = _best(cold["kdsl"], "compile")
+    row.notes.append("fluid_step: divergence, 20 Jacobi sweeps with slices, updates, 2 "
+                     "reductions; numba = njit of the NumPy code; target kdsl <= 400 ms")
+    if any(p["max_abs_diff"] > 1e-4 * p["max_abs"] for p in cold["kdsl"]):
+        print("FAIL tensor compile probe: kdsl fluid_step differs from numpy")
+        row.ok = False
+    return row
