@@ -51,7 +51,8 @@ def scan_rows(n: int, repeats: int) -> None:
     for dtype in (np.float64, np.int32):
         a = (rng.standard_normal(n) * 100).astype(dtype)
         assert np.allclose(kd.cumsum(a), np.cumsum(a), rtol=1e-6, atol=1e-6)
-        t = best_times({"kdsl": lambda: kd.cumsum(a), "numpy": lambda: np.cumsum(a)}, repeats)
+        t = best_times({"kdsl": lambda a=a: kd.cumsum(a), "numpy": lambda a=a: np.cumsum(a)},
+                       repeats)
         row(f"cumsum 2^{int(math.log2(n))} {np.dtype(dtype).name}", t["kdsl"], "np.cumsum",
             t["numpy"])
 
@@ -66,7 +67,8 @@ def sort_rows(n: int, repeats: int) -> None:
         assert np.array_equal(mine, theirs)
         work = {"kdsl": keys.copy(), "numpy": keys.copy()}
 
-        def run(side: str, sort: Callable[[np.ndarray], None]) -> Callable[[], None]:
+        def run(side: str, sort: Callable[[np.ndarray], None], work: dict = work,
+                keys: np.ndarray = keys) -> Callable[[], None]:
             def go() -> None:
                 work[side][...] = keys  # unsorted again; the same copy for both sides
                 sort(work[side])
@@ -78,9 +80,9 @@ def sort_rows(n: int, repeats: int) -> None:
             "ndarray.sort", t["numpy"], "(both times include refilling the keys)")
         order = np.empty(n, np.int64)
         assert np.array_equal(kd.argsort(keys, out=order), np.argsort(keys, kind="stable"))
-        t = best_times({"kdsl": lambda: kd.argsort(keys, out=order),
-                        "numpy": lambda: np.argsort(keys, kind="stable"),
-                        "quick": lambda: np.argsort(keys)}, max(1, repeats // 2))
+        t = best_times({"kdsl": lambda k=keys, o=order: kd.argsort(k, out=o),
+                        "numpy": lambda k=keys: np.argsort(k, kind="stable"),
+                        "quick": lambda k=keys: np.argsort(k)}, max(1, repeats // 2))
         row(f"argsort 2^{int(math.log2(n))} {np.dtype(dtype).name}", t["kdsl"],
             "np.argsort stable", t["numpy"],
             f"np.argsort (quicksort) {1e3 * t['quick']:.1f} ms: {t['quick'] / t['kdsl']:.2f}x")
@@ -137,7 +139,7 @@ def warp_density(x: np.ndarray, h: float, box: float) -> Callable[[], np.ndarray
                 rho: wp.array(dtype=float)):
         i = wp.tid()
         p = points[i]
-        total = float(0.0)
+        total = float(0.0)  # noqa: UP018  (a Warp variable the loop may change)
         neighbours = wp.hash_grid_query(grid, p, h)
         for j in neighbours:
             d = points[j] - p
