@@ -17,10 +17,10 @@ from kdsl.frontend.values import Static
 from kdsl.ir.core import Value
 from kdsl.primitives import kernels
 from kdsl.primitives.api import sum_type
-from kdsl.primitives.bits import bits
+from kdsl.primitives.bits import bits, float_from_bits
 from kdsl.primitives.scan_source import scan_func
 from kdsl.primitives.search_source import search_funcs, segment_sum_func
-from kdsl.primitives.sort_source import radix_sort_func
+from kdsl.primitives.sort_source import radix_sort_func, sort_func
 
 if TYPE_CHECKING:
     from kdsl.frontend.function import FunctionLowering
@@ -82,6 +82,14 @@ def _bits(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     return lo.strong(lo.op("bitcast", v, type=T.u64 if v.type.bits == 64 else T.u32, node=node))
 
 
+@builtin(float_from_bits)
+def _float_from_bits(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    v = lo.value_of(args[0], node)
+    if v.type not in (T.u32, T.u64):
+        lo.error(f"float_from_bits() takes a u32 or a u64, got {v.type}", node)
+    return lo.strong(lo.op("bitcast", v, type=T.f64 if v.type == T.u64 else T.f32, node=node))
+
+
 @_keyword_builtin(primitives.cumsum)
 def _cumsum(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _positional(lo, node, args, "cumsum", 1, 2)
@@ -104,7 +112,7 @@ def _cumsum(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
 def _sort(lo: FunctionLowering, node: ast.Call, args: list) -> Any:
     _positional(lo, node, args, "sort", 1, 1)
     a = _vector(lo, node, args[0], "sort", "a")
-    return lo.call_func(radix_sort_func(a.type.dtype, None), [a], node)
+    return lo.call_func(sort_func(a.type.dtype), [a], node)
 
 
 @_keyword_builtin(primitives.argsort)

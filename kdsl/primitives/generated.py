@@ -27,16 +27,18 @@ def define(source: str, name: str, label: str, scope: dict[str, Any] | None = No
 
     filename = f"<kdsl {label}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    namespace: dict[str, Any] = {"kd": kdsl, "_bits": _bits_builtin(), **(scope or {})}
+    bits, float_from_bits = _bits_builtins()
+    namespace: dict[str, Any] = {"kd": kdsl, "_bits": bits, "_float_from_bits": float_from_bits,
+                                 **(scope or {})}
     exec(compile(ast.parse(source), filename, "exec"), namespace)  # noqa: S102
     return namespace[name]
 
 
 @functools.cache
-def _bits_builtin() -> Any:
-    from kdsl.primitives.bits import bits
+def _bits_builtins() -> tuple[Any, Any]:
+    from kdsl.primitives.bits import bits, float_from_bits
 
-    return bits
+    return bits, float_from_bits
 
 
 def as_func(fn: Any) -> Any:

@@ -7,9 +7,10 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.primitives.generated import as_func, as_kernel, define, kd_name
+from kdsl.primitives.keys import key_func_source, key_type
 from kdsl.primitives.scan_source import scan_func
 from kdsl.primitives.search_source import search_funcs, segment_sum_func
-from kdsl.primitives.sort_source import radix_sort_func
+from kdsl.primitives.sort_source import radix_sort_func, sort_func
 
 
 @functools.cache
@@ -40,7 +41,7 @@ def scan_rows_kernel(result: T.ScalarType, exclusive: bool) -> Any:
 def sort_kernel(t: T.ScalarType) -> Any:
     source = "def run_sort(keys):\n    radix_sort(keys)\n"
     return as_kernel(define(source, "run_sort", f"sort kernel {t}",
-                            {"radix_sort": radix_sort_func(t, None)}))
+                            {"radix_sort": sort_func(t)}))
 
 
 @functools.cache
@@ -56,14 +57,15 @@ def argsort_func(t: T.ScalarType) -> Any:
     source = "\n".join([
         "def argsort_into(keys, out):",
         "    n = keys.shape[0]",
-        f"    copy = kd.empty(n, {kd_name(t)})",
+        f"    ordered = kd.empty(n, {kd_name(key_type(t))})",
         "    for i in kd.prange(n):",
-        "        copy[i] = keys[i]",
+        "        ordered[i] = key_of(keys[i])",
         "        out[i] = i",
-        "    radix_sort(copy, out)",
+        "    radix_sort(ordered, out)",
     ]) + "\n"
+    source = key_func_source(t) + "\n" + source
     return as_func(define(source, "argsort_into", f"argsort {t}",
-                          {"radix_sort": radix_sort_func(t, T.i64)}))
+                          {"radix_sort": radix_sort_func(key_type(t), T.i64)}))
 
 
 @functools.cache

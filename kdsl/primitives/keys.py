@@ -36,6 +36,28 @@ def key_func_source(t: T.ScalarType, name: str = "key_of") -> str:
     return "\n".join(lines) + "\n"
 
 
+def invertible_key_sources(t: T.ScalarType) -> str:
+    """Source of ``@kd.func``s ``sort_key(x)`` and ``value_of_key(k)`` for a float type
+    ``t``: an order-preserving key that can be turned back into the value (NaNs, their
+    sign bit cleared, after +inf; -0.0 before +0.0), so an in-place sort can sort keys."""
+    k = kd_name(key_type(t))
+    top = f"{k}(1) << {key_type(t).bits - 1}"
+    return "\n".join([
+        "@kd.func",
+        "def sort_key(x):",
+        f"    top = {top}",
+        "    b = _bits(x)",
+        "    b = kd.where(x != x, b & ~top, b)",
+        "    return kd.where(b >= top, ~b, b | top)",
+        "",
+        "",
+        "@kd.func",
+        "def value_of_key(key):",
+        f"    top = {top}",
+        "    return _float_from_bits(kd.where(key >= top, key ^ top, ~key))",
+    ]) + "\n"
+
+
 def less_func_source(t: T.ScalarType, name: str = "less") -> str:
     """Source of ``@kd.func def less(p, q)``: NumPy's sort order (NaN after everything)."""
     lines = ["@kd.func", f"def {name}(p, q):"]

@@ -62,7 +62,7 @@ def _pass_source(with_values: bool) -> str:
 def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
     """``radix_sort(keys[, values])``: sorts 1-D ``keys`` in place (with ``values``)."""
     with_values = values is not None
-    passes = key_type(t).bits // DIGIT_BITS
+    passes = -(-key_type(t).bits // DIGIT_BITS)
     params = "keys, values" if with_values else "keys"
     buffers = [f"    kb = kd.empty(n, {kd_name(t)})"]
     if values is not None:
@@ -87,14 +87,15 @@ def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
         "        high = max(high, key)",
         "    varying = low ^ high",
         "    passes = 0",
-        f"    while passes < {passes} and (varying >> (passes * {DIGIT_BITS})) != 0:",
-        "        passes += 1",
+        f"    for p in range({passes}):",
+        f"        if (varying >> (p * {DIGIT_BITS})) != 0:",
+        "            passes = p + 1",
         *buffers,
         "    nb = min(max(n // 65536, 1), 64)",
         f"    hist = kd.empty((nb, {BUCKETS}), kd.i64)",
         "    in_buffer = False",
-        "    for p in range(passes):",
-        f"        shift = p * {DIGIT_BITS}",
+        "    for pass_number in range(passes):",
+        f"        shift = pass_number * {DIGIT_BITS}",
         "        if in_buffer:",
         f"            moved = radix_pass({backward}, hist, shift)",
         "        else:",
@@ -113,3 +114,29 @@ def radix_sort_func(t: T.ScalarType, values: T.ScalarType | None) -> Any:
     source = "\n".join([key_func_source(t), _pass_source(values is not None),
                         _sort_source(t, values)])
     return as_func(define(source, "radix_sort", f"radix sort {t} {values}"))
+
+
+@functools.cache
+def float_sort_func(t: T.ScalarType) -> Any:
+    """``radix_sort(keys)`` for floats, in place: the keys turned into unsigned integers
+    once, sorted as those, and turned back (rather than each pass converting each key)."""
+    from kdsl.primitives.keys import invertible_key_sources
+
+    source = invertible_key_sources(t) + "\n" + "\n".join([
+        "@kd.func",
+        "def radix_sort(keys):",
+        "    n = keys.shape[0]",
+        f"    ordered = kd.empty(n, {kd_name(key_type(t))})",
+        "    for i in kd.prange(n):",
+        "        ordered[i] = sort_key(keys[i])",
+        "    unsigned_sort(ordered)",
+        "    for i in kd.prange(n):",
+        "        keys[i] = value_of_key(ordered[i])",
+    ]) + "\n"
+    return as_func(define(source, "radix_sort", f"float sort {t}",
+                          {"unsigned_sort": radix_sort_func(key_type(t), None)}))
+
+
+def sort_func(t: T.ScalarType) -> Any:
+    """The in-place sort of 1-D arrays of ``t``."""
+    return float_sort_func(t) if t.is_float else radix_sort_func(t, None)
