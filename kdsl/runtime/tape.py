@@ -8,6 +8,10 @@ them (the snapshots, never the user's arrays, which keep their final values), pa
 adjoint arrays from call to call. What reaches the arrays made with
 ``requires_grad=True`` is added into their ``.grad``.
 
+With ``checkpoint_every=k`` the tape copies an array only before its first write in
+each stretch of ``k`` calls (a checkpoint); ``backward`` runs each stretch again from its
+checkpoint, on copies, taking the per-call copies then.
+
 Which calls need a gradient follows the data: an array is *active* when it requires a
 gradient or an active call wrote it; a call is active when one of its floating-point
 arguments is active (or is a scalar an active call returned under the tape), and then
@@ -52,6 +56,15 @@ class _Call:
     argnums: tuple[int, ...]  # the arguments differentiated; () for a call with no gradient
     written: tuple[int, ...]  # the positions of the arrays it writes
     snapshots: dict[int, Any] = field(default_factory=dict)  # id(array) -> copy before
+
+
+@dataclass
+class _Segment:
+    """Calls from ``start`` on (``checkpoint_every`` of them): the arrays they write, as
+    they were before the first of them wrote each (by id)."""
+
+    start: int
+    checkpoint: dict[int, Any] = field(default_factory=dict)
 
 
 def _recording_call(kernel: Kernel, *args: Any) -> Any:
@@ -108,7 +121,13 @@ class Tape:
     adds the gradient of ``loss`` into the ``.grad`` of every array made with
     ``requires_grad=True`` that the recorded calls used."""
 
-    def __init__(self) -> None:
+    def __init__(self, checkpoint_every: int | None = None) -> None:
+        if checkpoint_every is not None and (
+                not isinstance(checkpoint_every, int) or checkpoint_every < 1):
+            raise ValueError("kd.Tape: checkpoint_every must be a positive int (or None), "
+                             f"got {checkpoint_every!r}")
+        self.checkpoint_every = checkpoint_every
+        self._segments: list[_Segment] = []
         self._calls: list[_Call] = []
         self._active: set[int] = set()  # ids of the active arrays (see the module's doc)
         self._leaves: dict[int, Any] = {}  # the arrays with requires_grad=True, by id
@@ -164,10 +183,19 @@ class Tape:
         if not argnums and not self._calls:  # nothing recorded yet needs this call's state
             return _PLAIN_CALL(kernel, *plain)
         call = _Call(kernel, args, argnums, written)
+        if self.checkpoint_every is None:
+            kept = call.snapshots
+        else:
+            if kernel.uses_random():
+                raise TypeError(f"kd.Tape(checkpoint_every=...) cannot record {kernel.__name__}: "
+                                "it draws random numbers, which a run again would not repeat")
+            if len(self._calls) % self.checkpoint_every == 0:
+                self._segments.append(_Segment(len(self._calls)))
+            kept = self._segments[-1].checkpoint
         for k in written:
             a = args[k]
-            if id(a) not in call.snapshots:
-                call.snapshots[id(a)] = _copy(a)
+            if id(a) not in kept:
+                kept[id(a)] = _copy(a)
                 self.memory_bytes += _nbytes(a)
         result = _PLAIN_CALL(kernel, *plain)
         for k in argnums:
@@ -217,20 +245,56 @@ class Tape:
         self.saved_bytes = 0
         self._busy = True
         try:
-            for index in reversed(range(len(self._calls))):
-                call = self._calls[index]
-                seed = scalar_adjoints.get(index, 0.0)
-                if call.argnums and (seed != 0.0 or any(
-                        id(call.args[k]) in adjoints for k in call.written)):
-                    self._reverse(call, versions, adjoints, scalar_adjoints, seed,
-                                  kept.get(index, set()))
-                versions.update(call.snapshots)
+            if self.checkpoint_every is None:
+                self._walk(range(len(self._calls)), versions, adjoints, scalar_adjoints, kept)
+            ends = [segment.start for segment in self._segments[1:]] + [len(self._calls)]
+            for segment, end in reversed(list(zip(self._segments, ends))):
+                calls = range(segment.start, end)
+                self._run_again(segment, calls, versions)
+                try:
+                    self._walk(calls, versions, adjoints, scalar_adjoints, kept)
+                finally:
+                    for index in calls:
+                        self._calls[index].snapshots = {}
+                versions.update(segment.checkpoint)
         finally:
             self._busy = False
         for key, leaf in self._leaves.items():
             found = adjoints.get(key)
             if found is not None:
                 _add_gradient(leaf, found)
+
+    def _walk(self, calls: range, versions: dict[int, Any], adjoints: dict[int, Any],
+              scalar_adjoints: dict[int, float], kept: dict[int, set[int]]) -> None:
+        """The products of ``calls``, last to first (their snapshots at hand)."""
+        for index in reversed(calls):
+            call = self._calls[index]
+            seed = scalar_adjoints.get(index, 0.0)
+            if call.argnums and (seed != 0.0 or any(
+                    id(call.args[k]) in adjoints for k in call.written)):
+                self._reverse(call, versions, adjoints, scalar_adjoints, seed,
+                              kept.get(index, set()))
+            versions.update(call.snapshots)
+
+    def _run_again(self, segment: _Segment, calls: range, versions: dict[int, Any]) -> None:
+        """Runs the calls of a segment again from its checkpoint, on copies, keeping what
+        each call's product needs (the arrays it writes, as it found them)."""
+        working = {key: _copy(a) for key, a in segment.checkpoint.items()}
+        for index in calls:
+            call = self._calls[index]
+            args = []
+            for a in call.args:
+                if isinstance(a, TapeScalar):
+                    args.append(float(a))
+                elif _is_array(a):
+                    args.append(working.get(id(a), versions.get(id(a), a)))
+                else:
+                    args.append(a)
+            for k in call.written:
+                key = id(call.args[k])
+                if key not in call.snapshots:
+                    call.snapshots[key] = _copy(working[key])
+            _PLAIN_CALL(call.kernel, *args)
 
     def _snapshots_read_later(self) -> dict[int, set[int]]:
         """For each call (by index), the arrays (by id) whose copy from before the call
@@ -293,6 +357,7 @@ class Tape:
     def reset(self) -> None:
         """Forgets the recorded calls and the copies kept for them (``.grad`` stays)."""
         self._calls.clear()
+        self._segments.clear()
         self._active.clear()
         self._leaves.clear()
         self.memory_bytes = 0

@@ -97,11 +97,12 @@ def value_of(loss: Any) -> float:
     return float(np.asarray(loss).reshape(-1)[0]) if hasattr(loss, "shape") else float(loss)
 
 
-def check_tape(program: Callable[[Any], Any], x0: np.ndarray, rtol: float = 1e-6) -> Any:
+def check_tape(program: Callable[[Any], Any], x0: np.ndarray, rtol: float = 1e-6,
+               checkpoint_every: int | None = None) -> Any:
     """``program(x)`` calls kernels on ``x`` and returns the loss; compares the tape's
     gradient with central differences, and checks that x keeps its final values."""
     x = kd.array(x0, requires_grad=True)
-    with kd.Tape() as tape:
+    with kd.Tape(checkpoint_every) as tape:
         loss = program(x)
     final = x.numpy().copy()
     tape.backward(loss)
@@ -111,7 +112,8 @@ def check_tape(program: Callable[[Any], Any], x0: np.ndarray, rtol: float = 1e-6
     return tape
 
 
-def test_time_stepping_in_place_over_many_calls() -> None:
+@pytest.mark.parametrize("checkpoint_every", [None, 10, 7])
+def test_time_stepping_in_place_over_many_calls(checkpoint_every: int | None) -> None:
     k = 0.5 + RNG.random(12)
     target = RNG.random(12)
 
@@ -121,8 +123,10 @@ def test_time_stepping_in_place_over_many_calls() -> None:
             spring_step(x, v, k, 0.05)
         return squared_distance(x, target)
 
-    tape = check_tape(program, RNG.random(12))
-    assert tape.memory_bytes == 100 * 2 * 12 * 8  # x and v before each step
+    tape = check_tape(program, RNG.random(12), checkpoint_every=checkpoint_every)
+    segments = 1 if checkpoint_every is None else -(-100 // checkpoint_every)
+    copies = 100 if checkpoint_every is None else segments
+    assert tape.memory_bytes == copies * 2 * 12 * 8  # x and v before each step or segment
 
 
 def test_gradient_of_a_parameter_the_steps_only_read() -> None:
@@ -138,7 +142,8 @@ def test_gradient_of_a_parameter_the_steps_only_read() -> None:
     check_tape(loss_of_k, 0.5 + RNG.random(10))
 
 
-def test_branches_overwrites_and_a_loss_array() -> None:
+@pytest.mark.parametrize("checkpoint_every", [None, 2])
+def test_branches_overwrites_and_a_loss_array(checkpoint_every: int | None) -> None:
     def program(x: Any) -> Any:
         tmp = np.empty(x.shape[0])
         scale_into(tmp, x, 1.5)
@@ -149,17 +154,18 @@ def test_branches_overwrites_and_a_loss_array() -> None:
 
     x0 = RNG.random(16) * 0.9
     x0[x0 > 0.6] += 0.05  # away from the kink
-    check_tape(program, x0)
+    check_tape(program, x0, checkpoint_every=checkpoint_every)
 
 
-def test_a_scalar_returned_under_the_tape_feeds_a_later_call() -> None:
+@pytest.mark.parametrize("checkpoint_every", [None, 2])
+def test_a_scalar_returned_under_the_tape_feeds_a_later_call(checkpoint_every: int | None) -> None:
     def program(x: Any) -> Any:
         s = cubic(x)
         out = np.empty(x.shape[0])
         times_scalar(out, x, s)
         return squared_distance(out, np.zeros(x.shape[0]))
 
-    check_tape(program, RNG.random(6))
+    check_tape(program, RNG.random(6), checkpoint_every=checkpoint_every)
 
 
 def test_overwriting_with_constants_stops_the_gradient() -> None:
@@ -301,7 +307,8 @@ def double_and_shift(x: kd.Array[kd.f64], out: kd.Array[kd.f64], index: kd.Array
         index[i] = (i + 3) % n
 
 
-def test_an_index_array_read_before_a_later_call_overwrites_it() -> None:
+@pytest.mark.parametrize("checkpoint_every", [None, 2])
+def test_an_index_array_read_before_a_later_call_overwrites_it(checkpoint_every: int | None) -> None:
     def program(x: Any) -> Any:
         index = np.random.default_rng(5).permutation(x.shape[0]).astype(np.int32)
         out, doubled = np.zeros(x.shape[0]), np.zeros(x.shape[0])
@@ -309,10 +316,11 @@ def test_an_index_array_read_before_a_later_call_overwrites_it() -> None:
         double_and_shift(x, doubled, index)   # then overwrites it
         return squared_distance(out, doubled)
 
-    check_tape(program, RNG.random(7))
+    check_tape(program, RNG.random(7), checkpoint_every=checkpoint_every)
 
 
-def test_an_array_read_before_a_later_call_overwrites_it() -> None:
+@pytest.mark.parametrize("checkpoint_every", [None, 2])
+def test_an_array_read_before_a_later_call_overwrites_it(checkpoint_every: int | None) -> None:
     def program(x: Any) -> Any:
         out = np.empty(x.shape[0])
         tmp = np.empty(x.shape[0])
@@ -321,7 +329,7 @@ def test_an_array_read_before_a_later_call_overwrites_it() -> None:
         scale_into(out, x, 0.5)     # overwrites out without reading it
         return squared_distance(tmp, out)
 
-    check_tape(program, RNG.random(9))
+    check_tape(program, RNG.random(9), checkpoint_every=checkpoint_every)
 
 
 SHIFT = np.linspace(0.0, 1.0, 4)
@@ -363,3 +371,8 @@ def test_kd_grad_and_kd_jvp_inside_a_tape_are_not_recorded() -> None:
     tape.backward(loss)
     np.testing.assert_allclose(x.grad.numpy(), g)
     assert repr(tape).startswith("<kd.Tape of 1 calls")
+
+
+def test_checkpoint_every_must_be_a_positive_int() -> None:
+    with pytest.raises(ValueError, match="checkpoint_every must be a positive int"):
+        kd.Tape(0)

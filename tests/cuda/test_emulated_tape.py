@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import kdsl as kd
 
@@ -24,12 +25,13 @@ def energy(x: kd.Array[kd.f64], loss: kd.Array[kd.f64]):
     loss[0] = s
 
 
-def gradients(device: str, x0: np.ndarray, k0: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def gradients(device: str, x0: np.ndarray, k0: np.ndarray,
+              checkpoint_every: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     x = kd.array(x0, device=device, requires_grad=True)
     k = kd.array(k0, device=device, requires_grad=True)
     v = kd.zeros(x0.shape[0], kd.f64, device=device)
     loss = kd.zeros(1, kd.f64, device=device)
-    with kd.Tape() as tape:
+    with kd.Tape(checkpoint_every) as tape:
         for _ in range(12):
             relax_step(x, v, k)
         energy(x, loss)
@@ -41,11 +43,12 @@ def gradients(device: str, x0: np.ndarray, k0: np.ndarray) -> tuple[np.ndarray, 
     return x.grad.numpy() / 2, k.grad.numpy() / 2, final
 
 
-def test_tape_on_the_device_matches_the_cpu(emulated_device) -> None:
+@pytest.mark.parametrize("checkpoint_every", [None, 5])
+def test_tape_on_the_device_matches_the_cpu(emulated_device, checkpoint_every) -> None:
     rng = np.random.default_rng(5)
     x0, k0 = rng.random(33), 0.5 + rng.random(33)
     on_cpu = gradients("cpu", x0, k0)
-    on_device = gradients("cuda", x0, k0)
+    on_device = gradients("cuda", x0, k0, checkpoint_every)
     for a, b in zip(on_device, on_cpu):
         np.testing.assert_allclose(a, b, rtol=1e-10)
     assert np.any(on_cpu[0] != 0) and np.any(on_cpu[1] != 0)
