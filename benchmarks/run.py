@@ -24,6 +24,7 @@ import llvmlite  # noqa: E402
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 import workloads  # noqa: E402
+import workloads_math  # noqa: E402
 from harness import Config, Row, print_table  # noqa: E402
 
 import kdsl as kd  # noqa: E402
@@ -43,8 +44,14 @@ WORKLOADS: dict[str, Workload] = {
     "scatter": Workload(workloads.scatter, "particle-to-grid scatter with atomic +="),
     "call": Workload(workloads.call_overhead, "per-call overhead, three small arrays"),
     "chain": Workload(workloads.chain, "5-op elementwise chain as one tensor statement"),
+    "chain4": Workload(workloads_math.transcendental_chain,
+                       "exp, sin, tanh, log chain (vectorised math), vs PyTorch too"),
     "stencil": Workload(workloads.jacobi_slices, "2-D Jacobi written with slices (tensor)"),
     "softmax": Workload(workloads.softmax, "row-wise softmax with axis reductions (tensor)"),
+    "softmax-rows": Workload(workloads_math.softmax_rows,
+                             "softmax into out and returning, vs PyTorch too"),
+    "layernorm": Workload(workloads_math.layer_norm_rows,
+                          "layer norm into out and returning, vs PyTorch too"),
     "mlp": Workload(workloads.mlp, "2-layer MLP forward, tanh(x @ w1 + b1) @ w2 (tensor)"),
     "matmul": Workload(workloads.matmul, "a @ b vs BLAS and a naive Numba triple loop"),
     "compile": Workload(workloads.compile_time, "import, cold and warm-cache compile"),

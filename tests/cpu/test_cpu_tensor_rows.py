@@ -75,6 +75,23 @@ def test_lowered_to_one_row_loop_without_temporaries(rng):
         text = kernel.ir(*args)
         assert "array_new" not in text
         assert text.count("parallel_for") == 2  # same-shape and broadcasting versions
+    # e is stored in out's row by the sum's loop: one exp per element in the same-shape
+    # version, two in the broadcasting one; 1 / sum once per row, then multiplications
+    text = softmax.ir(x, x.copy())
+    assert text.count(" exp ") == 3
+    assert text.count(" div ") == 2
+
+
+@kd.kernel(fastmath=False)
+def softmax_exact(x, out):
+    e = kd.exp(x - kd.max(x, axis=1, keepdims=True))
+    out[:] = e / kd.sum(e, axis=1, keepdims=True)
+
+
+def test_without_fastmath_divisions_stay(rng):
+    x = nonzero_floats(rng, (13, 40), np.float64) * 3
+    against_numpy(softmax_exact, (x, np.zeros_like(x)), np_softmax, rtol=1e-14, atol=1e-16)
+    assert softmax_exact.ir(x, x.copy()).count(" div ") == 2  # one per version
 
 
 def test_layouts_broadcasting_and_three_axes(rng):

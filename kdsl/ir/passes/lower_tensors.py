@@ -33,7 +33,7 @@ from kdsl.ir.passes.tensor_matmul import (
     lower_matmul_into,
     lower_matmul_with_epilogue,
 )
-from kdsl.ir.passes.tensor_rows import absorbed_ops, lower_rows, row_plans
+from kdsl.ir.passes.tensor_rows import absorbed_ops, lower_rows, row_invariant, row_plans
 from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
 from kdsl.ir.rewrite import remap_operands
 
@@ -73,6 +73,8 @@ class TensorLowerer:
         # the shape of the reduction's result
         self.row_values: dict[Value, Value] = {}
         self.row_shapes: dict[Value, list[Value]] = {}
+        self.row_stored: dict[Value, Value] = {}  # values kept in the destination's row
+        self.fastmath = True
 
     # --- driving ---------------------------------------------------------------------
 
@@ -207,6 +209,8 @@ class TensorLowerer:
             return v
         if v in self.row_values:
             return self.row_values[v]
+        if v in self.row_stored:
+            return self.value("array_load", self.row_stored[v], *index)
         if v in self.fused:
             op = self.definitions[v]
             operand_type = op.attrs["operand_type"]
@@ -220,6 +224,11 @@ class TensorLowerer:
             if fn in _NAN_RULES:
                 return self.convert(self.min_max_with_nan(fn, args[0], args[1]),
                                     op.result.type.dtype)
+            if fn == "div" and self.fastmath and row_invariant(self, op.operands[1]):
+                # a multiplication by the row's reciprocal (hoisted out of the row loop)
+                one = self.convert(self.constant(1, T.element_scalar(operand_type)), operand_type)
+                args = [args[0]] + [self.value("div", one, args[1])]
+                fn = "mul"
             result = self.builder.create(fn, args).result
             return self.convert(result, op.result.type.dtype)
         offset = len(index) - v.type.ndim
@@ -446,6 +455,7 @@ def run(function: Function, options: Any = None) -> None:
     if not any(op.name in _TENSOR_OPS for op in function.walk()):
         return
     lowerer = TensorLowerer(function, getattr(options, "target", "cpu"))
+    lowerer.fastmath = getattr(options, "fastmath", True)
     lowerer.visit(function.body)
     for old, new in lowerer.mapping.items():  # debug-mode errors name the user's array
         if old.name_hint and not new.name_hint:

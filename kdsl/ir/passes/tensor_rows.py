@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from kdsl import types as T
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.effects import has_side_effects, view_source
+from kdsl.ir.math_builtins import MATH_FUNCTIONS
 from kdsl.ir.passes.tensor_fusion import fusable
 from kdsl.ir.passes.tensor_matmul import lower_matmul
 from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
@@ -133,6 +134,22 @@ def _is_root(lo: TensorLowerer, op: Operation, block: Block, position: int) -> b
             and not fusable(lo, op, block, position))
 
 
+def row_invariant(lo: TensorLowerer, v: Value) -> bool:
+    """A float value the same along the current row: computed from row reductions and
+    scalars only (a division by it becomes a multiplication by its reciprocal)."""
+    if not lo.row_values:
+        return False
+    v = lo.resolve(v)
+    scalar = T.element_scalar(v.type.dtype if isinstance(v.type, T.ArrayType) else v.type)
+    if not scalar.is_float:
+        return False
+    if not isinstance(v.type, T.ArrayType) or v in lo.row_values:
+        return True
+    if v in lo.fused and v not in lo.row_stored:
+        return all(row_invariant(lo, o) for o in lo.definitions[v].operands)
+    return False
+
+
 def absorbed_ops(plans: dict[Operation, RowPlan]) -> set[Operation]:
     return {op for plan in plans.values() for op in plan.reductions + plan.maps}
 
@@ -184,9 +201,12 @@ def lower_rows(lo: TensorLowerer, root: Operation, plan: RowPlan) -> None:
         shape = lo.dims(dest)
         lo.check_fits(source, shape, "cannot assign: array shapes")
 
+    kept = _kept_in_destination(lo, plan, dest, ndim)
+
     def body(ivs: list[Value], accs: list[Value]) -> list[Value]:
         for op in plan.reductions:
-            _reduce_row(lo, op, list(ivs), extents[op.result])
+            stores = [v for v, first in kept.items() if first is op] if lo.direct else []
+            _reduce_row(lo, op, list(ivs), extents[op.result], dest, stores)
         row = list(ivs)
 
         def store(j: Value, carried: list[Value]) -> list[Value]:
@@ -209,17 +229,60 @@ def lower_rows(lo: TensorLowerer, root: Operation, plan: RowPlan) -> None:
         block = Block()
         with lo.builder.at(block):
             lo.direct = direct
+            lo.row_stored.clear()
             lo.parallel_loop(outer, body)
             lo.builder.create("yield", [])
         regions.append(block)
     lo.direct = False
+    lo.row_stored.clear()
     lo.builder.create("if", [same], {"types": []}, regions, [])
     if materialised:
         lo.mapping[source] = dest  # the value is now this array
 
 
-def _reduce_row(lo: TensorLowerer, op: Operation, row: list[Value], shape: list[Value]) -> None:
-    """One reduction along the current row, its value kept for the row's later loops."""
+_CHEAP = ("sqrt", "copysign", "fma", "sign", "isnan", "isinf", "isfinite", "abs")
+
+
+def _kept_in_destination(lo: TensorLowerer, plan: RowPlan, dest: Value,
+                         ndim: int) -> dict[Value, Operation]:
+    """Elementwise values worth storing in the destination's row while the first
+    reduction that reads them runs, for the later loops to load instead of recomputing
+    (softmax's ``e``: one ``exp`` per element instead of two): values of the
+    destination's type and rank that call a math function and have more than one user.
+    By the value, the reduction that stores it."""
+    maps = {op.result: op for op in plan.maps}
+    kept: dict[Value, Operation] = {}
+
+    def reads(v: Value, target: Value) -> bool:
+        if v is target:
+            return True
+        op = maps.get(v)
+        return op is not None and any(reads(o, target) for o in op.operands)
+
+    def costly(v: Value) -> bool:
+        op = maps.get(v)
+        if op is None:
+            return False
+        fn = op.attrs.get("fn")
+        return (fn in MATH_FUNCTIONS and fn not in _CHEAP) or fn == "pow" or any(
+            costly(o) for o in op.operands)
+
+    for op in plan.maps:
+        v = op.result
+        if (len(lo.users.get(v, [])) < 2 or v.type.ndim != ndim
+                or v.type.dtype != dest.type.dtype or not costly(v)):
+            continue
+        first = next((r for r in plan.reductions if reads(r.operands[0], v)), None)
+        if first is not None:
+            kept[v] = first
+    return kept
+
+
+def _reduce_row(lo: TensorLowerer, op: Operation, row: list[Value], shape: list[Value],
+                dest: Value, stores: list[Value]) -> None:
+    """One reduction along the current row, its value kept for the row's later loops;
+    the values ``stores`` are written into ``dest``'s row on the way (same shape: the
+    loop version with plain indexing)."""
     kind = op.attrs["kind"]
     combine = REDUCTION_COMBINE[kind]
     element_t = op.result.type.dtype
@@ -232,10 +295,17 @@ def _reduce_row(lo: TensorLowerer, op: Operation, row: list[Value], shape: list[
     attrs = {"ignore_nan": True} if combine in ("min", "max") and scalar.is_float else {}
 
     def inner(k: Value, carried: list[Value]) -> list[Value]:
+        for v in stores:
+            stored = lo.element(v, row + [k])
+            lo.builder.create("array_store", [dest, *row, k, stored])
+            lo.row_values[v] = stored  # this element, for the reduction's own expression
         value = lo.convert(lo.element(source, row + [k]), element_t)
         return [lo.builder.create(combine, [carried[0], value], attrs).result]
 
     total = lo.serial_loop(lo.value("max", shape[-1], lo.constant(0, T.i64)), [init], inner).result
+    for v in stores:  # the later loops load it
+        del lo.row_values[v]
+        lo.row_stored[v] = dest
     if kind == "mean":
         total = lo.value("div", total, lo.convert(lo.builder.cast(shape[-1], scalar), element_t))
     lo.row_values[op.result] = total
