@@ -1,15 +1,18 @@
-"""The compiled call path: a specialisation whose arguments are all NumPy arrays is
-called through a built-in function made from machine code, which checks each argument
-against what the specialisation was compiled for and calls the kernel without ctypes.
+"""The compiled call path: a specialisation whose arguments are NumPy arrays and scalars
+(Python or NumPy bool, int and float) is called through a built-in function made from
+machine code, which checks each argument against what the specialisation was compiled
+for, converts the scalars and calls the kernel without ctypes.
 
-The machine code is a set of small entry points (one per argument count), built with
-llvmlite once per process and shared by every specialisation: each specialisation is
-described to them by a table (a ``bytes`` object, the function's ``self``) of what each
-argument must be (exactly ``np.ndarray``, the dtype object, the number of axes, the
-contiguity and writeability flags) and the addresses to call. An argument that differs
-in anything returns the ``SLOW`` marker, and the caller takes the Python path, which
-checks (and reports) everything. A kernel that failed, or that returns values, returns
-its status slots as ``bytes``; one that returns nothing returns None.
+The machine code is a set of small entry points, one per pattern of argument kinds
+(``"aaf"``: two arrays and a float held as a C double), built with llvmlite when a
+specialisation first needs one and shared by every specialisation: each specialisation
+is described to them by a table (a ``bytes`` object, the function's ``self``) of what
+each argument must be (exactly ``np.ndarray``, the dtype object, the number of axes, the
+contiguity and writeability flags; for a scalar its exact type and, for an integer, the
+range of the parameter's type) and the addresses to call. An argument that differs in
+anything returns the ``SLOW`` marker, and the caller takes the Python path, which checks
+(and reports) everything. A kernel that failed, or that returns values, returns its
+status slots as ``bytes``; one that returns nothing returns None.
 """
 
 from __future__ import annotations
@@ -30,8 +33,18 @@ if TYPE_CHECKING:
 
 MAX_ARGUMENTS = 12
 MAX_STATUS_SLOTS = 64
-_HEADER_WORDS = 11
+_HEADER_WORDS = 13
 _WORDS_PER_ARGUMENT = 4
+_SCALAR_OFFSET = 16  # a Python float's and a NumPy scalar's value, after the object header
+# argument kinds: an array; a scalar read as a C double ("d": float, np.float64; "s":
+# np.float32), as an int64 ("q": np.int64; "l": np.int32), a Python int ("i"; "I" for a
+# float parameter), a bool ("b": Python, "B": np.bool_)
+_SCALAR_KINDS = {
+    (float, "float"): "d", (np.dtype(np.float64), "float"): "d",
+    (np.dtype(np.float32), "float"): "s", (int, "float"): "I",
+    (int, "int"): "i", (np.dtype(np.int64), "int"): "q", (np.dtype(np.int32), "int"): "l",
+    (bool, "int"): "b", (np.dtype(np.bool_), "int"): "B",
+}
 _METH_FASTCALL = 0x80
 # NumPy's array flags (numpy/ndarraytypes.h)
 C_CONTIGUOUS = 0x1
@@ -52,6 +65,19 @@ _build_lock = threading.Lock()
 class _MethodDef(ctypes.Structure):
     _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
                 ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
+
+
+@cache
+def _scalars_readable() -> bool:
+    """Whether scalars keep their value right after the object header, as the entry
+    points read them (probed on live objects)."""
+    probes: list[tuple[Any, Any]] = [
+        (2.5, ctypes.c_double), (np.float64(-1.25), ctypes.c_double),
+        (np.float32(0.75), ctypes.c_float), (np.int64(-7), ctypes.c_int64),
+        (np.int32(-9), ctypes.c_int32), (np.bool_(True), ctypes.c_uint8),
+    ]
+    return all(ctype.from_address(id(value) + _SCALAR_OFFSET).value == value
+               for value, ctype in probes)
 
 
 @cache
@@ -77,15 +103,17 @@ def _layout() -> tuple[int, int, int]:
 
 
 class _Emitter:
-    """Emits the checking entry point for one argument count."""
+    """Emits the checking entry point for one pattern of argument kinds."""
 
-    def __init__(self, module: Any, count: int) -> None:
+    def __init__(self, module: Any, kinds: str) -> None:
         from llvmlite import ir
 
         self.ir = ir
         self.i8p, self.i32, self.i64 = ir.IntType(8).as_pointer(), ir.IntType(32), ir.IntType(64)
-        self.count = count
-        self.name = f"kdsl_fast_call_{count}"
+        self.f64 = ir.DoubleType()
+        self.kinds = kinds
+        self.count = len(kinds)
+        self.name = f"kdsl_fast_call_{kinds}"
         signature = ir.FunctionType(self.i8p, [self.i8p, self.i8p.as_pointer(), self.i64])
         self.fn = ir.Function(module, signature, self.name)
         self.memset = module.declare_intrinsic("llvm.memset", [self.i8p, self.i64])
@@ -116,29 +144,67 @@ class _Emitter:
         self.b.position_at_end(block)
 
     def checked_arguments(self) -> list[Any]:
-        """Each argument, once it is known to be what the table says."""
-        _, descr_offset, flags_offset = _layout()
-        _, nd_offset, _, _ = ndarray_offsets()
-        b, i64 = self.b, self.i64
+        """Each argument as the kernel takes it, once it is known to be what the table
+        says."""
+        b = self.b
         _, args, nargs = self.fn.args
         self.branch_or_slow(b.icmp_signed("==", nargs, self.const(self.count)), "counted")
         arguments = []
-        for k in range(self.count):
+        for k, kind in enumerate(self.kinds):
             arg = b.load(b.gep(args, [self.const(k)]))
-            arguments.append(arg)
             base = _HEADER_WORDS + _WORDS_PER_ARGUMENT * k
-            # the type first: an array's fields are read only from arrays
-            self.branch_or_slow(b.icmp_unsigned("==", self.field(arg, 8, i64), self.word(2)),
-                                f"array{k}")
-            same_descr = b.icmp_unsigned("==", self.field(arg, descr_offset, i64),
-                                         self.word(base))
-            nd = b.sext(self.field(arg, nd_offset, self.i32), i64)
-            same_nd = b.icmp_unsigned("==", nd, self.word(base + 1))
-            flags = b.sext(self.field(arg, flags_offset, self.i32), i64)
-            same_flags = b.icmp_unsigned("==", b.and_(flags, self.word(base + 2)),
-                                         self.word(base + 3))
-            self.branch_or_slow(b.and_(same_descr, b.and_(same_nd, same_flags)), f"checked{k}")
+            if kind == "a":
+                arguments.append(self.checked_array(arg, base, k))
+            else:
+                arguments.append(self.checked_scalar(arg, base, k, kind))
         return arguments
+
+    def checked_array(self, arg: Any, base: int, k: int) -> Any:
+        _, descr_offset, flags_offset = _layout()
+        _, nd_offset, _, _ = ndarray_offsets()
+        b, i64 = self.b, self.i64
+        # the type first: an array's fields are read only from arrays
+        self.branch_or_slow(b.icmp_unsigned("==", self.field(arg, 8, i64), self.word(2)),
+                            f"array{k}")
+        same_descr = b.icmp_unsigned("==", self.field(arg, descr_offset, i64), self.word(base))
+        nd = b.sext(self.field(arg, nd_offset, self.i32), i64)
+        same_nd = b.icmp_unsigned("==", nd, self.word(base + 1))
+        flags = b.sext(self.field(arg, flags_offset, self.i32), i64)
+        same_flags = b.icmp_unsigned("==", b.and_(flags, self.word(base + 2)),
+                                     self.word(base + 3))
+        self.branch_or_slow(b.and_(same_descr, b.and_(same_nd, same_flags)), f"checked{k}")
+        return arg
+
+    def checked_scalar(self, arg: Any, base: int, k: int, kind: str) -> Any:
+        """A scalar of exactly the table's type, as a C double or an int64 in the range
+        of the parameter's type (the table's next two words)."""
+        b, i64, ir = self.b, self.i64, self.ir
+        self.branch_or_slow(b.icmp_unsigned("==", self.field(arg, 8, i64), self.word(base)),
+                            f"scalar{k}")
+        if kind == "d":
+            return self.field(arg, _SCALAR_OFFSET, self.f64)
+        if kind == "s":
+            return b.fpext(self.field(arg, _SCALAR_OFFSET, ir.FloatType()), self.f64)
+        if kind == "b":
+            return b.zext(b.icmp_unsigned("==", b.ptrtoint(arg, i64), self.word(12)), i64)
+        if kind == "B":
+            value = self.field(arg, _SCALAR_OFFSET, ir.IntType(8))
+            return b.zext(b.icmp_unsigned("!=", value, ir.Constant(ir.IntType(8), 0)), i64)
+        if kind in ("i", "I"):
+            overflow = b.alloca(self.i32)
+            value = self.call_word(11, i64, [arg, overflow])  # PyLong_AsLongLongAndOverflow
+            self.branch_or_slow(b.icmp_signed("==", b.load(overflow), ir.Constant(self.i32, 0)),
+                                f"fits{k}")
+            if kind == "I":
+                return b.sitofp(value, self.f64)
+        elif kind == "q":
+            value = self.field(arg, _SCALAR_OFFSET, i64)
+        else:  # "l"
+            value = b.sext(self.field(arg, _SCALAR_OFFSET, self.i32), i64)
+        in_range = b.and_(b.icmp_signed(">=", value, self.word(base + 1)),
+                          b.icmp_signed("<=", value, self.word(base + 2)))
+        self.branch_or_slow(in_range, f"range{k}")
+        return value
 
     def emit(self) -> None:
         ir, b, i8p, i64 = self.ir, self.b, self.i8p, self.i64
@@ -173,57 +239,86 @@ class _Emitter:
         return obj
 
 
+_engines: list[Any] = []  # the JIT engines holding the entry points' code
+
+
 @cache
-def _entry_points() -> tuple[dict[int, int], Any]:
-    """The addresses of the checking entry points by argument count (and the engine
-    that holds their code)."""
+def _entry_point(kinds: str) -> int:
+    """The address of the checking entry point for a pattern of argument kinds."""
     from llvmlite import ir
 
     from kdsl.codegen.cpu import llvm, target_machine
 
     binding = llvm()
-    module = ir.Module("kdsl_fast_call")
+    module = ir.Module(f"kdsl_fast_call_{kinds}")
     module.triple = binding.get_process_triple()
-    names = {}
-    for count in range(MAX_ARGUMENTS + 1):
-        emitter = _Emitter(module, count)
-        emitter.emit()
-        names[count] = emitter.name
+    emitter = _Emitter(module, kinds)
+    emitter.emit()
     parsed = binding.parse_assembly(str(module))
     parsed.verify()
     engine = binding.create_mcjit_compiler(parsed, target_machine())
     engine.finalize_object()
-    return {count: engine.get_function_address(name) for count, name in names.items()}, engine
+    _engines.append(engine)
+    return int(engine.get_function_address(emitter.name))
 
 
 def _api_address(name: str) -> int:
     return int(ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value or 0)
 
 
-def eligible(compiled: CompiledKernel) -> bool:
-    """Whether every argument is a plain NumPy array and nothing needs Python during
-    the call (allocations) or after it (returned arrays)."""
+def argument_kinds(compiled: CompiledKernel, key: Any) -> str | None:
+    """The pattern of argument kinds of a specialisation called with arguments of
+    ``key`` (their ``argument_key``s), or None where the compiled path cannot take them:
+    other arguments than plain NumPy arrays and the scalars of _SCALAR_KINDS, an
+    allocating kernel (it needs Python during the call) or one returning arrays (after
+    it)."""
     from kdsl.runtime.compiler import CompiledKernel
 
-    return (
-        type(compiled) is CompiledKernel
-        and len(compiled.params) <= MAX_ARGUMENTS
-        and compiled.status_size <= MAX_STATUS_SLOTS
-        and not compiled.allocates
-        and compiled.extra_argtypes == 0
-        and all(p.passing == "object" and not p.trailing_shape
-                and isinstance(p.type, T.ArrayType) and p.type.contiguous is not None
-                for p in compiled.params)
-        and not any(isinstance(r.type, T.ArrayType) for r in compiled.results)
-    )
+    if not (type(compiled) is CompiledKernel
+            and len(compiled.params) <= MAX_ARGUMENTS
+            and compiled.status_size <= MAX_STATUS_SLOTS
+            and not compiled.allocates
+            and compiled.extra_argtypes == 0
+            and not any(isinstance(r.type, T.ArrayType) for r in compiled.results)
+            and isinstance(key, tuple) and len(key) == len(compiled.params)):
+        return None
+    kinds = []
+    for p, k in zip(compiled.params, key):
+        if p.passing == "object":
+            if (p.trailing_shape or not isinstance(p.type, T.ArrayType)
+                    or p.type.contiguous is None):
+                return None
+            kinds.append("a")
+            continue
+        try:
+            kind = _SCALAR_KINDS.get((k, p.passing))
+        except TypeError:  # an unhashable key part
+            return None
+        if kind is None or (kind in "iqlI" and p.passing == "int" and _range(p.type) is None):
+            return None
+        kinds.append(kind)
+    pattern = "".join(kinds)
+    if pattern.strip("a") and not _scalars_readable():
+        return None
+    return pattern
+
+
+def _range(t: Any) -> tuple[int, int] | None:
+    """The values an integer parameter takes, where int64 holds them all."""
+    if not isinstance(t, T.ScalarType) or not t.is_integer:
+        return (0, 1) if t == T.bool_ else None
+    info = np.iinfo(t.numpy_dtype)
+    if info.max > np.iinfo(np.int64).max:
+        return None
+    return int(info.min), int(info.max)
 
 
 class FastCall:
     """A specialisation's compiled entry: ``function(*args)`` returns None (done),
     ``bytes`` (the status slots: an error, or the results) or ``SLOW``."""
 
-    def __init__(self, compiled: CompiledKernel) -> None:
-        addresses, engine = _entry_points()
+    def __init__(self, compiled: CompiledKernel, kinds: str, key: tuple) -> None:
+        address = _entry_point(kinds)
         self.compiled = compiled
         self.deps = compiled.deps
         written = set(compiled.written)
@@ -232,18 +327,24 @@ class FastCall:
             _api_address("Py_IncRef"), _api_address("PyBytes_FromStringAndSize"),
             _api_address("PyEval_SaveThread"), _api_address("PyEval_RestoreThread"),
             1 if compiled.results else 0, len(compiled.params),
+            _api_address("PyLong_AsLongLongAndOverflow"), id(True),
         ]
-        for k, p in enumerate(compiled.params):
-            dtype = np.dtype(T.element_scalar(p.type.dtype).numpy_dtype)
-            mask = C_CONTIGUOUS | (WRITEABLE if k in written else 0)
-            expected = (C_CONTIGUOUS if p.type.contiguous else 0) | (WRITEABLE if k in written else 0)
-            words += [id(dtype), p.type.full_ndim, mask, expected]
-        self._dtypes = [np.dtype(T.element_scalar(p.type.dtype).numpy_dtype)
-                        for p in compiled.params]  # the descrs the table names stay alive
+        self._keep: list[Any] = []  # the descrs and types the table names stay alive
+        for k, (p, kind, part) in enumerate(zip(compiled.params, kinds, key)):
+            if kind == "a":
+                dtype = np.dtype(T.element_scalar(p.type.dtype).numpy_dtype)
+                mask = C_CONTIGUOUS | (WRITEABLE if k in written else 0)
+                expected = ((C_CONTIGUOUS if p.type.contiguous else 0)
+                            | (WRITEABLE if k in written else 0))
+                words += [id(dtype), p.type.full_ndim, mask, expected]
+                self._keep.append(dtype)
+                continue
+            scalar_type = part if isinstance(part, type) else part.type
+            low, high = _range(p.type) or (0, 0)
+            words += [id(scalar_type), low, high, 0]
+            self._keep.append(scalar_type)
         self._table = struct.pack(f"<{len(words)}q", *words)
-        self._engine = engine
-        self._method = _MethodDef(b"kdsl_fast_call", addresses[len(compiled.params)],
-                                  _METH_FASTCALL, None)
+        self._method = _MethodDef(b"kdsl_fast_call", address, _METH_FASTCALL, None)
         new = ctypes.pythonapi.PyCFunction_NewEx
         new.restype = ctypes.py_object
         new.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
@@ -257,12 +358,14 @@ class FastCall:
         return self.compiled._decode(slots, {}, args)
 
 
-def fast_call_for(compiled: CompiledKernel) -> FastCall | None:
-    """The compiled entry of a specialisation, or None where it needs the Python path."""
-    if not eligible(compiled):
+def fast_call_for(compiled: CompiledKernel, key: Any) -> FastCall | None:
+    """The compiled entry of a specialisation called with arguments of ``key``, or None
+    where it needs the Python path."""
+    kinds = argument_kinds(compiled, key)
+    if kinds is None:
         return None
     with _build_lock:
         try:
-            return FastCall(compiled)
+            return FastCall(compiled, kinds, key)
         except RuntimeError:  # an unrecognised Python or NumPy build: the Python path
             return None

@@ -155,7 +155,7 @@ class Kernel:
             return fast
         if calls != 1:
             return None
-        fast = self._fast_calls[key] = fast_call_for(compiled)
+        fast = self._fast_calls[key] = fast_call_for(compiled, key)
         return fast
 
     def _forget_if_recoded(self) -> None:
