@@ -104,14 +104,43 @@ def test_whole_array_assignment_into_an_argument_is_a_located_error() -> None:
     assert "out[:] = x * x" in str(info.value)
 
 
-def test_elements_of_a_whole_array_expression_are_a_located_error() -> None:
+def test_writing_into_a_whole_array_result_is_a_located_error() -> None:
     @kd.kernel
     def first(x: A1) -> kd.f64:
         y = x * 2.0
-        return y[0]
+        y[0] = 1.0
+        return kd.sum(y)
 
-    with pytest.raises(kd.CompileError, match="assign it into an array first"):
+    with pytest.raises(kd.CompileError, match="writing into the result"):
         kd.grad(first)(data(3))
+
+
+@kd.kernel
+def elements_in_loops(x: A2, w: A1, n: kd.i32) -> kd.f64:
+    y = kd.sin(x * w)
+    m = kd.mean(x, axis=0)
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += y[i, 1] * m[2] + kd.sum(y[i] * w)
+    for k in range(n):
+        s += kd.sum(kd.cos(x * w) * (k + 1.0)) * s * 0.01
+    if n > 2:
+        s += kd.max(x @ w)
+    return s + kd.sum(y * y)
+
+
+def test_elements_of_results_and_expressions_inside_loops_and_branches() -> None:
+    x, w = data(3, 4), data(4)
+    gx, gw = kd.grad(elements_in_loops, (0, 1))(x, w, 0)  # the loop and branch do not run
+    y, c = np.sin(x * w), np.cos(x * w)
+    dy = 2 * y
+    dy[:, 1] += x.mean(axis=0)[2]
+    dy += w
+    dx = dy * c * w
+    dx[:, 2] += y[:, 1].sum() / 3
+    np.testing.assert_allclose(gx, dx, rtol=1e-12)
+    np.testing.assert_allclose(gw, (dy * c * x).sum(axis=0) + y.sum(axis=0), rtol=1e-12)
+    kd.check_grad(elements_in_loops, x, w, 3, argnums=(0, 1))
 
 
 @kd.kernel

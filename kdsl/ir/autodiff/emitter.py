@@ -25,6 +25,8 @@ from kdsl.ir.autodiff.memory import (
     written_state,
     zeros_like_array,
 )
+from kdsl.ir.autodiff.tensor_activity import TENSOR_OPS
+from kdsl.ir.autodiff.tensor_rules import prepare_tensor_storage
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.location import SourceLocation
@@ -215,6 +217,8 @@ class AdjointEmitter:
                     self.adjoint_arrays[op.result] = self.b.value(
                         op.name, self.adjoint_arrays[op.operands[0]],
                         *(m.get(v, v) for v in op.operands[1:]), **op.attrs)
+                elif op.name in TENSOR_OPS and op.results and op.result in self.varied_arrays:
+                    prepare_tensor_storage(self, op, m)  # type: ignore[arg-type]
         return tapes
 
     def emit_deferred(self, ops: Sequence[Operation], m: dict[Value, Value]) -> None:

@@ -112,15 +112,19 @@ def check_tensor_ops(body: Block, varied: set[Value], varied_arrays: set[Value])
             if r not in varied_arrays or _is_memory(root_array(r, defs), defs):
                 continue
             for user in uses.get(r, []):
-                if user.parent is not op.parent:
+                if user.name in ("array_store", "atomic_rmw") or (
+                        user.name == "tensor_assign" and user.operands[0] is r):
                     raise CompileError(
-                        "a whole-array value used inside a nested loop or branch cannot be "
-                        "differentiated yet; use it where it is made", user.location)
-                if user.name not in REVERSED_HERE + ("array_dim",):
-                    raise CompileError(
-                        "reading elements of a whole-array expression cannot be "
+                        "writing into the result of a whole-array expression cannot be "
                         "differentiated yet; assign it into an array first", user.location)
     _check_overwrites(body, defs, varied_arrays)
+
+
+def needs_adjoint_storage(op: Operation, uses: dict[Value, list[Operation]]) -> bool:
+    """Whether the adjoint of the array ``op`` makes must be kept in an array of its own:
+    single elements of it are read, or it is used inside a loop or branch."""
+    return any(user.parent is not op.parent or user.name not in REVERSED_HERE + ("array_dim",)
+               for user in uses.get(op.result, []))
 
 
 def _check_overwrites(body: Block, defs: dict[Value, Operation], varied_arrays: set[Value]

@@ -39,6 +39,7 @@ from kdsl.ir.autodiff.tensor_activity import (
     VIEW_OPS,
     is_array,
     is_float_array,
+    needs_adjoint_storage,
     root_array,
     touched_arrays,
     written_arrays,
@@ -370,9 +371,11 @@ class TensorAdjoints:
     def take(self, v: Value) -> Value | None:
         """The whole adjoint of array value ``v`` (whose op is being reversed)."""
         storage = self.memory.pop(v, None)
+        if storage is None and self.defs.get(v) is not None:
+            storage = self.sweep.adjoint_arrays.get(v)  # see prepare_tensor_storage
+        if storage is not None:
+            self.flush()
         parts = [p for p in (self.lazy.pop(v, None), storage) if p is not None]
-        if storage is not None and storage in self.pending:
-            parts.append(self.pending.pop(storage))
         if not parts:
             return None
         if len(parts) == 1:
@@ -688,6 +691,16 @@ class TensorAdjoints:
         return any(self.order.get(other, 0) < position and other is not skipped
                    and root in touched_arrays(other, self.defs)
                    for other in self.order if not other.regions)
+
+
+def prepare_tensor_storage(sweep: ReverseSweep, op: Operation, m: dict[Value, Value]) -> None:
+    """On the way forward: an array value whose single elements are read, or that
+    is used inside a loop or branch, gets an adjoint array (zeros) where it is made."""
+    from kdsl.ir.autodiff.memory import zeros_like_array
+
+    tensors = TensorAdjoints.of(sweep, op)
+    if needs_adjoint_storage(op, tensors.users):
+        sweep.adjoint_arrays[op.result] = zeros_like_array(sweep, m[op.result])
 
 
 def flush_tensor_adjoints(sweep: ReverseSweep, before: Operation | None = None) -> None:
