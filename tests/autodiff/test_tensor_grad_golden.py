@@ -60,3 +60,19 @@ def test_optimised_gradient_has_no_tensor_ops_left() -> None:
     text = kd.grad(scaled_total, (0, 1)).ir(np.ones((2, 3)), np.ones(3))
     assert "tensor_" not in text
     assert text.count("parallel_for") >= 3
+
+
+@kd.kernel
+def weighted(x: kd.Array[kd.f64, 2], y: kd.Array[kd.f64, 2]) -> kd.f64:
+    return kd.sum(kd.exp(x * 0.5) * y)
+
+
+def test_an_elementwise_gradient_is_one_fused_loop() -> None:
+    """The way back computes exp(x * 0.5) again inside the loop that adds into d_x: no
+    temporary array, and the additions into d_x are plain (each element once)."""
+    text = kd.grad(weighted).ir(np.ones((2, 3)), np.ones((2, 3)))
+    assert "array_new" not in text
+    assert "atomic_rmw" not in text
+    updates = [line for line in text.splitlines() if "array_store %d_x" in line]
+    assert len(updates) == 2  # the loop for equal shapes and the broadcasting one
+    assert text.count("exp ") == 4  # forward and backward, in both versions
