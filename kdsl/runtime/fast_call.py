@@ -30,6 +30,7 @@ from kdsl.runtime.ndarray_layout import ndarray_offsets
 
 if TYPE_CHECKING:
     from kdsl.runtime.compiler import CompiledKernel
+    from kdsl.runtime.hidden_arguments import HiddenArguments
 
 MAX_ARGUMENTS = 12
 MAX_STATUS_SLOTS = 64
@@ -317,10 +318,14 @@ class FastCall:
     """A specialisation's compiled entry: ``function(*args)`` returns None (done),
     ``bytes`` (the status slots: an error, or the results) or ``SLOW``."""
 
-    def __init__(self, compiled: CompiledKernel, kinds: str, key: tuple) -> None:
+    def __init__(self, compiled: CompiledKernel, kinds: str, key: tuple,
+                 hidden: HiddenArguments | None = None) -> None:
         address = _entry_point(kinds)
         self.compiled = compiled
         self.deps = compiled.deps
+        # the captured arrays and random stream each call reads and appends (the
+        # specialisation's last parameters)
+        self.hidden = hidden if hidden else None
         written = set(compiled.written)
         words = [
             compiled.address, compiled.status_size, id(np.ndarray), id(SLOW), id(None),
@@ -358,14 +363,15 @@ class FastCall:
         return self.compiled._decode(slots, {}, args)
 
 
-def fast_call_for(compiled: CompiledKernel, key: Any) -> FastCall | None:
-    """The compiled entry of a specialisation called with arguments of ``key``, or None
-    where it needs the Python path."""
+def fast_call_for(compiled: CompiledKernel, key: Any,
+                  hidden: HiddenArguments | None = None) -> FastCall | None:
+    """The compiled entry of a specialisation called with arguments of ``key`` (the
+    user's, then the ``hidden`` ones), or None where it needs the Python path."""
     kinds = argument_kinds(compiled, key)
     if kinds is None:
         return None
     with _build_lock:
         try:
-            return FastCall(compiled, kinds, key)
+            return FastCall(compiled, kinds, key, hidden)
         except RuntimeError:  # an unrecognised Python or NumPy build: the Python path
             return None

@@ -99,16 +99,20 @@ class Kernel:
         fast = self._fast
         if fast is not None and self.py_function.__code__ is self._code_read \
                 and fast.deps.unchanged():
-            result = fast.function(*args)
+            hidden = fast.hidden.read(self.__name__) if fast.hidden else ()
+            result = fast.function(*args, *hidden)
             if result is None:
                 return None
             if result is not SLOW:
-                return fast.finish(result, args)
+                return fast.finish(result, (*args, *hidden))
+            # the Python path, with the same stream position (no second draw)
+            return self._call_checked(args, hidden if fast.hidden else None)
         return self._call_checked(args)
 
-    def _call_checked(self, args: tuple) -> Any:
+    def _call_checked(self, args: tuple, hidden_values: Any = None) -> Any:
         """The Python path: every argument typed and checked (the first call, arguments
-        the compiled call path does not take, kernels with hidden arguments)."""
+        the compiled call path does not take). ``hidden_values``: the hidden arguments
+        already read for this call."""
         self._forget_if_recoded()
         if self._hidden is None:
             hidden = self._find_hidden()  # its scan of the dependencies serves _specialise
@@ -117,7 +121,9 @@ class Kernel:
             self._scanned = None  # an older scan: the globals may have changed since
         if hidden:  # captured arrays and the random stream: hidden arguments
             self._check_count(args)
-            args = (*args, *hidden.read(self.__name__))
+            if hidden_values is None or len(hidden_values) != len(hidden):
+                hidden_values = hidden.read(self.__name__)
+            args = (*args, *hidden_values)
         try:
             key = tuple(map(argument_key, args))
             compiled = self._specialisations.get(key)
@@ -126,8 +132,8 @@ class Kernel:
         if compiled is None or not compiled.deps.unchanged():
             compiled = self._specialise(args, key)
         result = compiled(args)
-        if not hidden and key is not None:
-            self._fast = self._fast_call(compiled, key)
+        if key is not None:
+            self._fast = self._fast_call(compiled, key, hidden)
         return result
 
     def specialisation(self, args: tuple) -> CompiledKernel | CudaCompiledKernel:
@@ -141,7 +147,8 @@ class Kernel:
             compiled = self._specialise(args, key)
         return compiled
 
-    def _fast_call(self, compiled: CompiledKernel | CudaCompiledKernel, key: Any) -> FastCall | None:
+    def _fast_call(self, compiled: CompiledKernel | CudaCompiledKernel, key: Any,
+                   hidden: HiddenArguments) -> FastCall | None:
         """The compiled call path of a CPU specialisation called from Python before (built
         on its second call: one-off calls never pay for it)."""
         from kdsl.runtime.compiler import CompiledKernel
@@ -155,7 +162,7 @@ class Kernel:
             return fast
         if calls != 1:
             return None
-        fast = self._fast_calls[key] = fast_call_for(compiled, key)
+        fast = self._fast_calls[key] = fast_call_for(compiled, key, hidden)
         return fast
 
     def _forget_if_recoded(self) -> None:

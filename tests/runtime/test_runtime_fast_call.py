@@ -221,7 +221,9 @@ def warm_fast(kernel, *args) -> None:
     from kdsl.runtime.fast_call import SLOW
 
     warm(kernel, *args)
-    assert kernel._fast.function(*args) is not SLOW
+    fast = kernel._fast
+    hidden = fast.hidden.read(kernel.__name__) if fast.hidden else ()
+    assert fast.function(*args, *hidden) is not SLOW
 
 
 @kd.kernel
@@ -302,3 +304,71 @@ def test_scalar_arguments_and_arrays_are_both_still_checked():
     out.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         axpy(2.0, data(), out)
+
+
+# --- hidden arguments: global arrays and the random stream -----------------------------
+
+TABLE = np.arange(16, dtype=np.float64)
+
+
+@kd.kernel
+def add_table(out: kd.Array[kd.f64]):
+    for i in range(out.shape[0]):
+        out[i] += TABLE[i]
+
+
+@kd.kernel
+def noise(out: kd.Array[kd.f64]):
+    for i in range(out.shape[0]):
+        out[i] = kd.random()
+
+
+def test_a_global_array_is_read_on_every_compiled_call(monkeypatch):
+    base = TABLE.copy()
+    out = np.zeros(16)
+    warm_fast(add_table, out)
+    out[:] = 0.0
+    add_table(out)
+    np.testing.assert_array_equal(out, base)
+    monkeypatch.setattr(__import__(__name__), "TABLE", base * 3.0)
+    out[:] = 0.0
+    add_table(out)
+    np.testing.assert_array_equal(out, base * 3.0)
+    # rebound to an array of another dtype: the Python path, which specialises anew
+    monkeypatch.setattr(__import__(__name__), "TABLE", np.ones(16, np.float32))
+    out[:] = 0.0
+    add_table(out)
+    np.testing.assert_array_equal(out, np.ones(16))
+
+
+def test_random_kernels_draw_the_same_streams_on_the_compiled_path():
+    def draws(count: int) -> list[np.ndarray]:
+        kd.seed(11)
+        results = []
+        for _ in range(count):
+            out = np.zeros(16)
+            noise(out)
+            results.append(out)
+        return results
+
+    first = draws(5)
+    assert noise._fast is not None and noise._fast.hidden
+    assert all(np.any(a != b) for a, b in zip(first, first[1:]))
+    again = draws(5)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    kd.seed(11)
+    for expected in first:
+        out = np.zeros(16)
+        noise.python(out)
+        np.testing.assert_allclose(out, expected)
+    # a rejected argument after warm-up takes the Python path without a second draw
+    kd.seed(11)
+    noise(np.zeros(16))
+    noise(np.zeros(16))
+    out = np.zeros(16, np.float32)
+    with pytest.raises(TypeError):
+        noise(out)
+    last = np.zeros(16)
+    noise(last)
+    np.testing.assert_array_equal(last, first[3])
