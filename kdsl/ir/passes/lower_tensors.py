@@ -33,7 +33,13 @@ from kdsl.ir.passes.tensor_matmul import (
     lower_matmul_into,
     lower_matmul_with_epilogue,
 )
-from kdsl.ir.passes.tensor_rows import absorbed_ops, lower_rows, row_invariant, row_plans
+from kdsl.ir.passes.tensor_rows import (
+    absorbed_ops,
+    lower_rows,
+    nan_ignoring,
+    row_invariant,
+    row_plans,
+)
 from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
 from kdsl.ir.rewrite import remap_operands
 
@@ -429,7 +435,8 @@ class TensorLowerer:
             def inner(k: Value, carried: list[Value]) -> list[Value]:
                 index = list(ivs[:axis]) + [k] + list(ivs[axis:])
                 value = self.convert(self.element(source, index), element_t)
-                return [self.builder.create(combine, [carried[0], value]).result]
+                return [self.builder.create(combine, [carried[0], value],
+                                            nan_ignoring(combine, scalar)).result]
 
             total = self.serial_loop(shape[axis], [init], inner).result
             if kind == "mean":

@@ -6,9 +6,14 @@ The assignment and the reductions it reads become one parallel loop over the row
 leading axes); for each row, every reduction is a serial loop along the row, in program
 order (a later one may read an earlier one: ``mean((x - mean(x)) ** 2)``), and then the
 assignment's loop writes the row. A row is read once per reduction and once more for the
-result while it is in the cache; no temporary array is made, and an elementwise value
-used by several of them (softmax's ``e``) is recomputed in each rather than stored: the
-vectorised math costs less than the memory traffic of a temporary.
+result while it is in the cache, and no temporary array is made. An elementwise value
+used by several of them is recomputed in each, except one that calls a math function
+(softmax's ``e = exp(x - m)``): the loop of the first reduction that reads it stores it in
+the destination's row, and the later loops load it. Under fastmath a division by a value
+of the row (``e / sum``) is a multiplication by its reciprocal, computed once per row.
+The passes are separate (not an online max-and-sum in one pass): a row of a few thousand
+elements stays in the L1 or L2 cache between them, so the extra pass costs little, and the
+online form would rescale every partial sum.
 
 Eligible when the reductions and elementwise values involved are used only by the
 assignment's expression, are computed in the same block before it with no write to
@@ -240,6 +245,13 @@ def lower_rows(lo: TensorLowerer, root: Operation, plan: RowPlan) -> None:
         lo.mapping[source] = dest  # the value is now this array
 
 
+def nan_ignoring(combine: str, scalar: T.ScalarType) -> dict[str, bool]:
+    """The attributes of a float min/max reduction's combine: its accumulator starts at
+    an identity and is never NaN, so a NaN element is skipped either way, and llvm.maxnum
+    (which the code generator then uses) vectorises where a compare-and-select does not."""
+    return {"ignore_nan": True} if combine in ("min", "max") and scalar.is_float else {}
+
+
 _CHEAP = ("sqrt", "copysign", "fma", "sign", "isnan", "isinf", "isfinite", "abs")
 
 
@@ -290,9 +302,7 @@ def _reduce_row(lo: TensorLowerer, op: Operation, row: list[Value], shape: list[
     source = op.operands[0]
     init = lo.convert(lo.constant(reduction_identity(combine, scalar), scalar), element_t)
 
-    # the accumulator starts at an identity and is never NaN: a NaN element is skipped
-    # either way, and min/max without the NaN test vectorise
-    attrs = {"ignore_nan": True} if combine in ("min", "max") and scalar.is_float else {}
+    attrs = nan_ignoring(combine, scalar)
 
     def inner(k: Value, carried: list[Value]) -> list[Value]:
         for v in stores:
