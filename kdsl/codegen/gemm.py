@@ -138,9 +138,6 @@ class GemmEmitter:
         fn.linkage = "internal"
         return fn, ir.IRBuilder(fn.append_basic_block("entry"))
 
-    def _element(self, b: ir.IRBuilder, base: ir.Value, index: ir.Value) -> ir.Value:
-        return b.gep(base, [index])
-
     # --- the micro-kernel ----------------------------------------------------------
 
     def _micro_kernel(self) -> ir.Function:

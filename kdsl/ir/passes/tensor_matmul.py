@@ -17,9 +17,6 @@ if TYPE_CHECKING:
 
 MATMUL_ROWS = 8  # rows of the result computed together, sharing each row of b
 MATMUL_UNROLL = 4  # products accumulated per load and store of the result
-# rows of a packed product finished by its epilogue together (a multiple of the micro-
-# kernel's rows: 14 with AVX-512, 6 with AVX2)
-EPILOGUE_ROWS = 168
 
 
 def lower_matmul(lo: TensorLowerer, op: Operation) -> Value:
@@ -149,10 +146,12 @@ def lower_matmul_with_epilogue(lo: TensorLowerer, product: Operation, expression
 
 def packed_with_epilogue(lo: TensorLowerer, a: Value, b: Value, out: Value, n: Value, m: Value,
                          expression: Value, epilogue: Any) -> None:
-    """Blocks of ``EPILOGUE_ROWS`` rows in parallel: the packed product of each block (on
-    its thread), then the epilogue on those rows while they are in cache. The epilogue
-    indexes its operands directly (a loop that vectorises) where their shapes are the
-    result's trailing axes, and broadcasts them otherwise."""
+    """The packed product (on its threads), then the epilogue in one parallel pass over
+    the rows. The epilogue indexes its operands directly (a loop that vectorises) where
+    their shapes are the result's trailing axes, and broadcasts them otherwise.
+
+    (Finishing blocks of rows while they are in cache instead, each block a product of
+    its own, packs ``b`` once per block: measured slower than this second pass.)"""
     same: Value | None = None
     shape = [n, m]
     for leaf in lo.leaves(expression):
@@ -160,38 +159,25 @@ def packed_with_epilogue(lo: TensorLowerer, a: Value, b: Value, out: Value, n: V
         for axis, size in enumerate(lo.dims(leaf)):
             equal = lo.value("eq", size, shape[offset + axis])
             same = equal if same is None else lo.value("bit_and", same, equal)
-    rows = lo.constant(EPILOGUE_ROWS, T.i64)
-    one = lo.constant(1, T.i64)
-    blocks = lo.value("floordiv", lo.value("add", n, lo.value("sub", rows, one)), rows)
+    lo.builder.create("gemm", [a, b, out])
 
-    def block_rows(ivs: list[Value], accs: list[Value]) -> list[Value]:
-        first = lo.value("mul", ivs[0], rows)
-        last = lo.value("min", lo.value("add", first, rows), n)
-        lo.builder.create("gemm", [a, b, out, first, lo.value("sub", last, first)])
-
-        def finish_rows() -> None:
-            def finish_row(i: Value, c: list[Value]) -> list[Value]:
-                lo.serial_loop(m, [], lambda j, cj: epilogue(i, j) or [])
-                return []
-
-            lo.serial_loop(last, [], finish_row, start=first)
-
-        if same is None:
-            finish_rows()
-            return []
-        regions = []
-        for direct in (True, False):
-            block = Block()
-            with lo.builder.at(block):
-                lo.direct = direct
-                finish_rows()
-                lo.builder.create("yield", [])
-            regions.append(block)
-        lo.direct = False
-        lo.builder.create("if", [same], {"types": []}, regions, [])
+    def finish_row(ivs: list[Value], accs: list[Value]) -> list[Value]:
+        lo.serial_loop(m, [], lambda j, cj: epilogue(ivs[0], j) or [])
         return []
 
-    lo.parallel_loop([blocks], block_rows)
+    if same is None:
+        lo.parallel_loop([n], finish_row)
+        return
+    regions = []
+    for direct in (True, False):
+        block = Block()
+        with lo.builder.at(block):
+            lo.direct = direct
+            lo.parallel_loop([n], finish_row)
+            lo.builder.create("yield", [])
+        regions.append(block)
+    lo.direct = False
+    lo.builder.create("if", [same], {"types": []}, regions, [])
 
 
 def matmul_rows(lo: TensorLowerer, a: Value, b: Value, out: Value, n: Value, inner: Value, m: Value,
