@@ -117,6 +117,12 @@ def trivial(a: kd.Array[kd.f32], b: kd.Array[kd.f32], c: kd.Array[kd.f32]):
 
 
 @kd.kernel
+def trivial_scalar(a: kd.Array[kd.f32], b: kd.Array[kd.f32], c: kd.Array[kd.f32], s: kd.f32,
+                   k: kd.i64):
+    c[k] = s * a[k] + b[k]
+
+
+@kd.kernel
 def trivial_parallel(a: kd.Array[kd.f32], b: kd.Array[kd.f32], c: kd.Array[kd.f32]):
     for i in kd.prange(c.shape[0]):
         c[i] = a[i] + b[i]

@@ -105,6 +105,11 @@ def trivial(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     c[0] = a[0] + b[0]
 
 
+@numba.njit
+def trivial_scalar(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: float, k: int) -> None:
+    c[k] = s * a[k] + b[k]
+
+
 @parallel
 def trivial_parallel(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     for i in prange(c.shape[0]):

@@ -52,6 +52,10 @@ def trivial(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
     np.add(a, b, out=c)
 
 
+def trivial_scalar(a: np.ndarray, b: np.ndarray, c: np.ndarray, s: float, k: int) -> None:
+    c[k] = s * a[k] + b[k]
+
+
 def chain(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray) -> None:
     """``out = sqrt(a*b + c) * 0.5 - a`` in five in-place passes (no temporaries)."""
     np.multiply(a, b, out=out)

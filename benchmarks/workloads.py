@@ -319,7 +319,29 @@ def call_overhead(ctx: Context) -> list[Row]:
             setattr(row, side, t / cfg.calls)
         row.notes.append(f"per call; numpy = np.add(a, b, out=c); {note}")
         rows.append(row)
+    rows.append(_call_with_scalars(cfg, a, b))
     return rows
+
+
+def _call_with_scalars(cfg: Config, a: np.ndarray, b: np.ndarray) -> Row:
+    """``c[k] = s * a[k] + b[k]`` with a float ``s`` and an int ``k`` from Python."""
+    c = {side: np.zeros(16, np.float32) for side in ("numpy", "numba", "kdsl")}
+    funcs = {"numpy": npk.trivial_scalar, "numba": nbk.trivial_scalar,
+             "kdsl": kdk.trivial_scalar}
+    for side, fn in funcs.items():
+        fn(a, b, c[side], 1.5, 3)
+    row = Row("call overhead (scalars)", "3 arrays, float, int")
+    row.ok = agree("call overhead (scalars): kdsl", c["kdsl"], c["numpy"], rtol=0.0)
+
+    def repeatedly(fn: Callable[..., object], out: np.ndarray) -> None:
+        for _ in range(cfg.calls):
+            fn(a, b, out, 1.5, 3)
+
+    sides = {side: Timed(partial(repeatedly, fn, c[side])) for side, fn in funcs.items()}
+    for side, t in best_of(sides, cfg).items():
+        setattr(row, side, t / cfg.calls)
+    row.notes.append("per call; numpy = the same indexing in Python; numba = njit")
+    return row
 
 
 # --- 7. tensor expressions (API.md section 7) -----------------------------------------
