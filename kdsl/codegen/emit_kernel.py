@@ -1,4 +1,5 @@
-"""Lowering of an optimised kernel to LLVM IR: values, arrays, structured control flow.
+"""Lowering of an optimised kernel to LLVM IR: values, arrays and effects (structured control
+flow is in control_flow.py).
 
 Parallel loops are outlined into functions of one `i8*` context argument and run on the
 OpenMP runtime (`GOMP_parallel`); each thread takes a contiguous chunk of the outermost
@@ -15,13 +16,13 @@ from llvmlite import ir
 
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
+from kdsl.codegen.control_flow import ControlFlow
 from kdsl.codegen.gemm import GemmOps
 from kdsl.codegen.llvm_types import (
     ArrayView,
     Repr,
     atomicrmw_operation,
     f64,
-    flat_types,
     flatten,
     i1,
     i8,
@@ -36,11 +37,10 @@ from kdsl.codegen.llvm_types import (
 )
 from kdsl.codegen.parallel import ParallelLoops
 from kdsl.codegen.runtime_hooks import RuntimeHooks
-from kdsl.codegen.scalar_ops import ScalarEmitter, range_length
+from kdsl.codegen.scalar_ops import ScalarEmitter
 from kdsl.codegen.views import ArrayViews
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.ops import COMPARISONS, Trait, lookup
-from kdsl.ir.structured import ForOp, IfOp, WhileOp
 
 
 @dataclass
@@ -60,45 +60,8 @@ class EmittedKernel:
     allocates: bool = False
 
 
-SPECULATION_LIMIT = 48
 
-
-def _speculatable(op: Operation) -> bool:
-    """A branch whose regions only compute (no memory, no loops) and are small."""
-    count = 0
-    for region in op.regions:
-        for inner in region.walk():
-            count += 1
-            if inner.name in ("yield", "if"):
-                continue
-            if not lookup(inner.name).has(Trait.PURE) or inner.name == "pow":
-                return False
-    return count <= SPECULATION_LIMIT
-
-
-def _same_llvm_value(x: ir.Value, y: ir.Value) -> bool:
-    """One value: the same instruction or argument, or two constants of one type and value
-    (llvmlite makes a new Constant object for each literal)."""
-    if x is y:
-        return True
-    return (isinstance(x, ir.Constant) and isinstance(y, ir.Constant) and x.type == y.type
-            and str(x) == str(y))
-
-
-def _addend_to(total: ir.Value, base: ir.Value) -> ir.Value | None:
-    """``x`` when ``total`` is ``base + x`` or ``x + base`` (an integer or float add)."""
-    if not (isinstance(total, ir.Instruction) and total.opname in ("fadd", "add")
-            and len(total.operands) == 2):
-        return None
-    first, second = total.operands
-    if _same_llvm_value(first, base):
-        return second
-    if _same_llvm_value(second, base):
-        return first
-    return None
-
-
-class KernelEmitter(ParallelLoops, ArrayViews, GemmOps):
+class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
     """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
 
     scalar_emitter = ScalarEmitter
@@ -463,154 +426,6 @@ class KernelEmitter(ParallelLoops, ArrayViews, GemmOps):
         parts = value if isinstance(value, list) else [value]
         olds = [self.b.atomic_rmw(llvm_op, p, v, "monotonic") for p, v in zip(pointers, parts)]
         return olds[0] if isinstance(op.result.type, T.ScalarType) else olds
-
-    # --- control flow ------------------------------------------------------------------
-
-    def _phis(self, types: list[Any], incoming: list[Repr], block: ir.Block) -> list[Repr]:
-        out = []
-        for t, init in zip(types, incoming):
-            parts = []
-            for lt, v in zip(flat_types(t), flatten(init, t)):
-                phi = self.b.phi(lt)
-                phi.add_incoming(v, block)
-                parts.append(phi)
-            out.append(unflatten(t, parts))
-        return out
-
-    @staticmethod
-    def _add_incoming(phis: list[Repr], values: list[Repr], block: ir.Block,
-                      types: list[Any]) -> None:
-        for phi, v, t in zip(phis, values, types):
-            for p, x in zip(flatten(phi, t), flatten(v, t)):
-                p.add_incoming(x, block)
-
-    def emit_if(self, op: Operation) -> list[Repr]:
-        branch = IfOp(op)
-        cond = self.values[branch.condition]
-        if _speculatable(op):
-            return self._emit_if_as_select(op, cond)
-        fn = self.b.function
-        then_bb = fn.append_basic_block("if.then")
-        else_bb = fn.append_basic_block("if.else")
-        merge_bb = fn.append_basic_block("if.end")
-        self.b.cbranch(cond, then_bb, else_bb)
-        incoming = []
-        for region, bb in zip((branch.then_block, branch.else_block), (then_bb, else_bb)):
-            self.b.position_at_end(bb)
-            values = self.emit_block(region)
-            incoming.append((values, self.b.block))
-            self.b.branch(merge_bb)
-        self.b.position_at_end(merge_bb)
-        types = [r.type for r in op.results]
-        if not types:
-            return []
-        (then_vals, then_end), (else_vals, else_end) = incoming
-        phis = self._phis(types, then_vals, then_end)
-        self._add_incoming(phis, else_vals, else_end, types)
-        return phis
-
-    def _emit_if_as_select(self, op: Operation, cond: ir.Value) -> list[Repr]:
-        """Both branches run and the results are selected: straight-line code that the
-        loop vectoriser can handle (only for small, pure branches)."""
-        then_values = self.emit_block(op.regions[0])
-        else_values = self.emit_block(op.regions[1])
-        results = []
-        for result, a, b in zip(op.results, then_values, else_values):
-            parts = [self._select(cond, x, y)
-                     for x, y in zip(flatten(a, result.type), flatten(b, result.type))]
-            results.append(unflatten(result.type, parts))
-        return results
-
-    def _select(self, cond: ir.Value, a: ir.Value, b: ir.Value) -> ir.Value:
-        """``cond ? a : b``; a conditional accumulation ``cond ? s + x : s`` becomes
-        ``s + (cond ? x : 0)``, the form LLVM's loop vectoriser recognises as a reduction."""
-        for taken, other, flip in ((a, b, False), (b, a, True)):
-            addend = _addend_to(taken, other)
-            if addend is not None:
-                assert isinstance(taken, ir.Instruction)
-                # -0.0 is the exact identity of fadd: s + -0.0 == s even for s == -0.0
-                zero = ir.Constant(addend.type, -0.0 if taken.opname == "fadd" else 0)
-                picked = self.b.select(cond, zero, addend) if flip else self.b.select(cond, addend, zero)
-                if taken.opname == "fadd":
-                    return self.b.fadd(other, picked, flags=self.options.fastmath)
-                return self.b.add(other, picked)
-        return self.b.select(cond, a, b)
-
-    def emit_for(self, op: Operation) -> list[Repr]:
-        loop = ForOp(op)
-        start, stop, step = (self.values[v] for v in (loop.start, loop.stop, loop.step))
-        inits = [self.values[v] for v in loop.inits]
-        body = loop.body
-        types = [r.type for r in op.results]
-        if isinstance(step, ir.Constant) and step.constant == 1:  # iv + 1 <= stop: no overflow
-            return self._counted_loop(start, stop, step, inits, types,
-                                      lambda iv, carried: self._run_body(body, [iv, *carried]))
-        # a larger step could carry the induction variable past INT64_MAX: count instead
-        count = range_length(self.b, start, stop, step)
-
-        def run(counter: ir.Value, carried: list[Repr]) -> list[Repr]:
-            return self._run_body(body, [self.b.add(start, self.b.mul(counter, step)), *carried])
-
-        return self._counted_loop(ir.Constant(i64, 0), count, ir.Constant(i64, 1), inits, types,
-                                  run)
-
-    def emit_range_length(self, op: Operation) -> list[Repr]:
-        start, stop, step = (self.values[v] for v in op.operands)
-        return [range_length(self.b, start, stop, step)]
-
-    def _run_body(self, body: Block, args: list[Repr]) -> list[Repr]:
-        for a, v in zip(body.args, args):
-            self.values[a] = v
-        return self.emit_block(body)
-
-    def _counted_loop(self, start: ir.Value, stop: ir.Value, step: ir.Value, inits: list[Repr],
-                      types: list[Any], body: Any) -> list[Repr]:
-        fn = self.b.function
-        pre = self.b.block
-        header = fn.append_basic_block("for.header")
-        body_bb = fn.append_basic_block("for.body")
-        exit_bb = fn.append_basic_block("for.end")
-        self.b.branch(header)
-        self.b.position_at_end(header)
-        iv = self.b.phi(i64)
-        iv.add_incoming(start, pre)
-        carried = self._phis(types, inits, pre)
-        self.b.cbranch(self.b.icmp_signed("<", iv, stop), body_bb, exit_bb)
-        self.b.position_at_end(body_bb)
-        new_values = body(iv, carried)
-        next_iv = self.b.add(iv, step, flags=["nsw"])
-        latch = self.b.block
-        iv.add_incoming(next_iv, latch)
-        self._add_incoming(carried, new_values, latch, types)
-        self.b.branch(header)
-        self.b.position_at_end(exit_bb)
-        return carried
-
-    def emit_while(self, op: Operation) -> list[Repr]:
-        loop = WhileOp(op)
-        inits = [self.values[v] for v in loop.inits]
-        before, body = loop.before, loop.body
-        fn = self.b.function
-        pre = self.b.block
-        header = fn.append_basic_block("while.cond")
-        body_bb = fn.append_basic_block("while.body")
-        exit_bb = fn.append_basic_block("while.end")
-        self.b.branch(header)
-        self.b.position_at_end(header)
-        types = [r.type for r in op.results]
-        carried = self._phis(types, inits, pre)
-        (cond,) = self._run_body(before, carried)
-        self.b.cbranch(cond, body_bb, exit_bb)
-        self.b.position_at_end(body_bb)
-        new_values = self._run_body(body, carried)
-        self._add_incoming(carried, new_values, self.b.block, types)
-        self.b.branch(header)
-        self.b.position_at_end(exit_bb)
-        return carried
-
-    def _entry_alloca(self, t: ir.Type, count: int = 1) -> ir.Value:
-        builder, _ = self.alloca_builders[self.b.function]
-        return builder.alloca(t, size=count) if count != 1 else builder.alloca(t)
 
     # --- effects -------------------------------------------------------------------
 
