@@ -259,17 +259,16 @@ class GemmEmitter:
 
                             _loop(b, _const(0), kc, 1, step, "pack.strided")
                 with partial:
-                    def step_edge(k: ir.Value) -> None:
+                    def step_edge(k: ir.Value) -> None:  # count elements, then zeros
                         row = b.gep(base, [b.mul(k, s_k)])
                         dest = b.gep(out, [b.mul(k, w)])
-                        for j in range(width):
-                            inside = b.icmp_signed("<", _const(j), count)
-                            with b.if_else(inside) as (load, pad):
-                                with load:
-                                    value = b.load(b.gep(row, [b.mul(_const(j), s_panel)]))
-                                    b.store(value, b.gep(dest, [_const(j)]))
-                                with pad:
-                                    b.store(zero, b.gep(dest, [_const(j)]))
+
+                        def copy(j: ir.Value) -> None:
+                            value = b.load(b.gep(row, [b.mul(j, s_panel)]))
+                            b.store(value, b.gep(dest, [j]))
+
+                        _loop(b, _const(0), count, 1, copy, "pack.copy")
+                        _loop(b, count, w, 1, lambda j: b.store(zero, b.gep(dest, [j])), "pack.pad")
 
                     _loop(b, _const(0), kc, 1, step_edge, "pack.edge")
 
