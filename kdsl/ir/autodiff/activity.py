@@ -106,9 +106,11 @@ def varied_values(body: Block, roots: Iterable[Value]) -> tuple[set[Value], set[
     return varied, arrays
 
 
-def needed_values(body: Block) -> set[Value]:
+def needed_values(body: Block, varied: set[Value] | None = None) -> set[Value]:
     """Values whose exact value the reverse sweep reads (conservatively: operands of every
-    op that is not linear, conditions, indices, trip counts, and what they depend on)."""
+    op that is not linear, conditions, indices, trip counts, and what they depend on).
+    Given the values that vary, a product needs only the factors of the other, varied
+    factor, and a quotient its numerator only when the denominator varies."""
     needed: set[Value] = set()
 
     def step(mark: Mark) -> None:
@@ -129,6 +131,18 @@ def needed_values(body: Block) -> set[Value]:
                 mark_needed(op.operands[:1])
                 if op.result in needed:
                     mark_needed(op.operands[1:])
+            elif op.name in ("mul", "div") and varied is not None and len(op.operands) == 2:
+                x, y = op.operands
+                if op.name == "div" or x in varied:
+                    mark_needed([y])
+                if y in varied:
+                    mark_needed([x])
+            elif op.name in ("array_store", "atomic_rmw") and op.attrs.get("kind", "add") in (
+                    "add", "sub"):
+                # the adjoint of the stored value is read from the adjoint array
+                mark_needed(op.operands[:-1])
+                if any(r in needed for r in op.results):
+                    mark_needed(op.operands[-1:])
             else:
                 mark_needed(op.operands)
 

@@ -86,6 +86,8 @@ class AdjointEmitter:
         self.component_adjoints: dict[Value, Value] = {}
         self.needed = needed
         self.stateful: set[Value] = set()  # arrays updated in place (see memory.py)
+        self.bases: dict[Value, Value] = {}  # the array each view refers to
+        self._activity: dict[Operation, bool] = {}
         self.old_values: dict[Operation, Value] = {}  # what a store of state overwrote
         self.parallel_depth = 0
         # adjoints of elements read at an index fixed across a loop, summed in registers
@@ -190,7 +192,7 @@ class AdjointEmitter:
                     m.pop(r, None)
                 continue
             self.b.location = op.location
-            state = written_state(op, self.stateful) if op.regions else []
+            state = self.region_state(op, ops) if op.regions else []
             active = any(r in self.varied for r in op.results) or bool(state)
             if op.name == "for" and active:
                 tapes[op] = self._forward_for(op, m, recompute, state)
@@ -220,6 +222,43 @@ class AdjointEmitter:
                 elif op.name in TENSOR_OPS and op.results and op.result in self.varied_arrays:
                     prepare_tensor_storage(self, op, m)  # type: ignore[arg-type]
         return tapes
+
+    def region_state(self, op: Operation, ops: Sequence[Operation]) -> list[Value]:
+        """The state arrays the region ``op`` (one of ``ops``) writes that the reverse
+        sweep must see as they were before it. Not an array made earlier in the same block
+        whose values do not vary, when neither ``op`` nor any op between the array's
+        making and ``op`` takes part in the gradient: no adjoint work reads it before it is
+        made again (scratch arrays of a sort, a neighbour grid's cells)."""
+        state = written_state(op, self.stateful)
+        if not state or self._active(op):
+            return state
+        position = next(k for k, o in enumerate(ops) if o is op)
+        made = {o.results[0]: k for k, o in enumerate(ops[:position]) if o.name == "array_new"}
+        kept = []
+        for array in state:
+            k = made.get(array)
+            if k is None or array in self.varied_arrays or any(
+                    self._active(o) and self._reads(o, array) for o in ops[k + 1:position]):
+                kept.append(array)
+        return kept
+
+    def _active(self, op: Operation) -> bool:
+        """Whether the reverse sweep has work in ``op``: values that vary, or writes of
+        arrays that do."""
+        found = self._activity.get(op)
+        if found is None:
+            found = any(
+                any(r in self.varied for r in inner.results)
+                or inner.name in ("array_store", "atomic_rmw")
+                and self.bases.get(inner.operands[0], inner.operands[0]) in self.varied_arrays
+                for inner in op.walk())
+            self._activity[op] = found
+        return found
+
+    def _reads(self, op: Operation, array: Value) -> bool:
+        return any(inner.name in ("array_load", "atomic_rmw")
+                   and self.bases.get(inner.operands[0], inner.operands[0]) is array
+                   for inner in op.walk())
 
     def emit_deferred(self, ops: Sequence[Operation], m: dict[Value, Value]) -> None:
         """After the reverse sweep of ``ops``: the deferred ops whose results it did not

@@ -57,10 +57,11 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
     }
     body = Block(list(fn.args) + list(adjoint_arrays.values()))
     builder = IRBuilder(body)
-    sweep = ReverseSweep(builder, varied, varied_arrays, adjoint_arrays, needed_values(fn.body))
+    sweep = ReverseSweep(builder, varied, varied_arrays, adjoint_arrays, needed_values(fn.body, varied))
     sweep.routed = routed_values(fn.body)
     sweep.stateful = stateful
-    sweep.deferred = Deferral(fn.body, varied, sweep.needed, stateful, array_bases(fn.body))
+    sweep.bases = array_bases(fn.body)
+    sweep.deferred = Deferral(fn.body, varied, sweep.needed, stateful, sweep.bases)
     for a in fn.args:  # arguments that receive values that vary: adjoints of their own
         if a in varied_arrays and a not in adjoint_arrays:
             adjoint_arrays[a] = zeros_like_array(sweep, a)

@@ -17,7 +17,7 @@ from kdsl.ir.autodiff.emitter import (
     ReductionTape,
     located_error,
 )
-from kdsl.ir.autodiff.memory import array_bases, copy_elements, snapshot_storage, written_state
+from kdsl.ir.autodiff.memory import array_bases, copy_elements, snapshot_storage
 from kdsl.ir.autodiff.tensor_activity import REVERSED_HERE, check_tensor_ops
 from kdsl.ir.autodiff.tensor_rules import TensorAdjoints, flush_tensor_adjoints
 from kdsl.ir.core import Block, Operation, Value
@@ -100,7 +100,7 @@ class ReverseSweep(AdjointEmitter):
                 continue
             if op.name in _SKIPPED_WHEN_RECOMPUTING:
                 continue
-            state = written_state(op, self.stateful) if op.regions else []
+            state = self.region_state(op, ops) if op.regions else []
             if not state and not any(r in self.adj for r in op.results):
                 continue
             self.b.location = op.location
