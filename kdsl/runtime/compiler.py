@@ -117,10 +117,16 @@ def ptx_text(fn: Any, params: list[Parameter], options: BuildOptions, entry: str
 
 def written_arguments(module: Module) -> list[int]:
     """Which array arguments the kernel may write (they must be writeable at the call)."""
-    from kdsl.ir.effects import written_arrays
+    from kdsl.ir.effects import view_source, written_arrays
 
     args = module.kernel.args
     written = written_arrays(module.kernel.body)
+    sources = {op.results[0]: source for op in module.kernel.body.walk()
+               if op.results and (source := view_source(op)) is not None}
+    for v in list(written):  # a write through a view (out[1:] = ...) writes its array
+        while v in sources:
+            v = sources[v]
+            written.add(v)
     return [k for k, a in enumerate(args) if a in written]
 
 

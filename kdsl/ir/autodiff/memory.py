@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from kdsl.ir.autodiff.emitter import AdjointEmitter
 
 _VIEW_OPS = ("array_view", "array_transpose", "cast")
-_WRITES = ("array_store", "atomic_rmw")
+_WRITES = ("array_store", "atomic_rmw", "tensor_assign")
 
 
 def array_bases(body: Block) -> dict[Value, Value]:

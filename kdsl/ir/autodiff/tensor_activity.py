@@ -99,11 +99,6 @@ def check_tensor_ops(body: Block, varied: set[Value], varied_arrays: set[Value])
                                        "be differentiated yet; write the loop", op.location)
         if op.name == "tensor_assign":
             dest = op.operands[0]
-            root = root_array(dest, defs)
-            if dest in varied_arrays and defs.get(root) is None:
-                raise CompileError(
-                    "assigning into an argument with a whole-array expression cannot be "
-                    "differentiated yet; assign into a temporary (kd.zeros_like)", op.location)
             if op.parent is not body and dest in varied_arrays:
                 raise CompileError(
                     "a whole-array assignment inside a loop cannot be differentiated yet",
