@@ -199,6 +199,13 @@ def _numeric_gradient(kernel: Kernel, args: list[Any], k: int, eps: float) -> An
     return out
 
 
+def _computes_in_float64(t: Any) -> bool:
+    """Whether a parameter of type ``t`` holds float64 values (an f32 scalar parameter
+    given a Python float still computes in float32)."""
+    element = t.dtype if isinstance(t, T.ArrayType) else t
+    return T.element_scalar(element) == T.f64
+
+
 def check_grad(kernel: Kernel, *args: Any, argnums: int | Sequence[int] = 0,
                eps: float | None = None, rtol: float | None = None,
                atol: float | None = None) -> float:
@@ -214,12 +221,13 @@ def check_grad(kernel: Kernel, *args: Any, argnums: int | Sequence[int] = 0,
         elif isinstance(a, (float, np.floating)):
             wide[k] = float(a)
     try:
-        kernel.parameters(tuple(wide))
+        params = kernel.parameters(tuple(wide))
         GradientKernel(kernel, numbers).primal_parameters(tuple(wide))
-        exact = True
+        exact = all(_computes_in_float64(params[k].type) for k in numbers)
     except TypeError:
-        wide = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
         exact = False
+    if not exact:
+        wide = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
     step = eps if eps is not None else (1e-6 if exact else 1e-2)
     relative = rtol if rtol is not None else (1e-4 if exact else 5e-2)
     absolute = atol if atol is not None else (1e-6 if exact else 5e-3)

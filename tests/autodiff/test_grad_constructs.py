@@ -254,6 +254,14 @@ def test_float32_arguments() -> None:
     kd.check_grad(f32_kernel, x, np.float32(0.5), argnums=(0, 1))
 
 
+def test_check_grad_of_a_float32_scalar_given_a_python_float() -> None:
+    # The f32 parameter computes in float32 whatever Python float it is given: the
+    # finite differences use float32 steps and tolerances.
+    x = RNG.random(16).astype(np.float32) + 0.5
+    kd.check_grad(f32_kernel, x, 0.5, argnums=1)
+    kd.check_grad(f32_kernel, x, 0.5, argnums=(0, 1))
+
+
 @kd.kernel
 def time_loop(x: kd.Array[kd.f64], steps: kd.i32) -> kd.f64:
     total = 0.0
