@@ -107,3 +107,46 @@ def test_a_gradient_is_cached_and_reports_its_compile_time() -> None:
     assert len(g.kernel._specialisations) == 1
     g(np.ones(4), 2, 1.0)
     assert len(g.kernel._specialisations) == 1
+
+
+@kd.kernel
+def sorted_dot(x: kd.Array[kd.f64], w: kd.Array[kd.f64], y: kd.Array[kd.f64]) -> kd.f64:
+    for i in range(x.shape[0]):
+        y[i] = x[i]
+    kd.sort(y)
+    s = 0.0
+    for i in range(y.shape[0]):
+        s += y[i] * w[i]
+    return s
+
+
+@kd.kernel
+def argsorted_dot(x: kd.Array[kd.f64], w: kd.Array[kd.f64]) -> kd.f64:
+    order = kd.argsort(x)
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[order[i]] * w[i]
+    return s
+
+
+def test_sorting_a_differentiated_array_is_an_error_at_the_sort() -> None:
+    # kd.sort rebuilds the floats from their sorted bits: a gradient through it would
+    # silently be zero.
+    rng = np.random.default_rng(3)
+    x, w = rng.random(6), rng.random(6)
+    with pytest.raises(kd.CompileError, match="kd.sort of a differentiated array") as info:
+        kd.grad(sorted_dot)(x, w, np.zeros(6))
+    assert "kd.sort(y)" in str(info.value)
+    with pytest.raises(kd.CompileError, match="kd.sort of a differentiated array"):
+        kd.jvp(sorted_dot, (x, w, np.zeros(6)), (np.ones(6), None, None))
+    # with respect to the weights the sort is a constant permutation
+    np.testing.assert_allclose(kd.grad(sorted_dot, 1)(x, w, np.zeros(6)), np.sort(x))
+
+
+def test_argsort_of_a_differentiated_array_is_differentiable() -> None:
+    rng = np.random.default_rng(4)
+    x, w = rng.random(6), rng.random(6)
+    expected = np.zeros(6)
+    expected[np.argsort(x, kind="stable")] = w
+    np.testing.assert_allclose(kd.grad(argsorted_dot)(x, w), expected)
+    kd.check_grad(argsorted_dot, x, w, argnums=(0, 1))

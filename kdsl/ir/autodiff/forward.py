@@ -15,6 +15,7 @@ from typing import Any
 from kdsl import types as T
 from kdsl.ir.autodiff import tangent_rules  # noqa: F401  (attaches the rules to the registry)
 from kdsl.ir.autodiff.activity import is_float, varied_values
+from kdsl.ir.autodiff.bits import check_bits_round_trips
 from kdsl.ir.autodiff.emitter import AdjointEmitter, located_error
 from kdsl.ir.autodiff.memory import zeros_like_array
 from kdsl.ir.builder import IRBuilder
@@ -306,6 +307,7 @@ def jacobian_vector_product(module: Module, argnums: tuple[int, ...]) -> None:
             + (", ".join(str(v.type) for v in ret.operands) or "nothing"), fn.location)
     roots = [fn.args[k] for k in argnums]
     varied, varied_arrays = varied_values(fn.body, roots)
+    check_bits_round_trips(fn.body, varied)
     tangent_args = [Value(a.type, tangent_name(fn.arg_names[k])) for k, a in zip(argnums, roots)]
     body = Block(list(fn.args) + tangent_args)
     builder = IRBuilder(body)

@@ -10,6 +10,7 @@ from typing import Any
 from kdsl import types as T
 from kdsl.ir.analysis import free_values
 from kdsl.ir.autodiff.activity import is_float
+from kdsl.ir.autodiff.bits import check_bits_round_trips
 from kdsl.ir.autodiff.emitter import (
     _SKIPPED_WHEN_RECOMPUTING,
     AdjointEmitter,
@@ -552,6 +553,7 @@ def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Val
                          stateful: set[Value]) -> None:
     """Constructs whose gradient would not be exact are located errors."""
     check_tensor_ops(body, varied, varied_arrays)
+    check_bits_round_trips(body, varied)
     bases = array_bases(body)
     used = {v for op in body.walk() for v in op.operands}
     for op in body.walk():

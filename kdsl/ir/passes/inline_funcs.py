@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kdsl.ir.core import Block, Function, Module, Value
+from kdsl.ir.core import Block, Function, Module, Operation, Value
+from kdsl.ir.location import SourceLocation
 from kdsl.ir.rewrite import clone_op, remap_operands
+
+GENERATED_FILE_PREFIX = "<kdsl "
+"""How the file names of the funcs kdsl generates (kdsl.primitives) begin."""
 
 
 def _inline_into(block: Block, funcs: dict[str, Function], mapping: dict[Value, Value],
@@ -25,6 +29,7 @@ def _inline_into(block: Block, funcs: dict[str, Function], mapping: dict[Value, 
         for inner in body_ops[:-1]:
             clone = clone_op(inner, local)
             clone.parent = block
+            _locate_library_code_at(clone, op.location)
             new_ops.append(clone)
         returned = [local.get(v, v) for v in body_ops[-1].operands]
         for result, value in zip(op.results, returned):
@@ -32,6 +37,14 @@ def _inline_into(block: Block, funcs: dict[str, Function], mapping: dict[Value, 
     block.ops = new_ops
     for op in new_ops:
         op.parent = block
+
+
+def _locate_library_code_at(op: Operation, call_site: SourceLocation) -> None:
+    """Ops of kdsl's generated funcs (``kd.sort``'s radix passes, say) take the location
+    of the user's call, so that errors about them name the user's line."""
+    for inner in op.walk():
+        if inner.location.file.startswith(GENERATED_FILE_PREFIX):
+            inner.location = call_site
 
 
 def run(module: Module, options: Any = None) -> None:
