@@ -257,6 +257,24 @@ def test_tied_maxima_share_the_gradient() -> None:
 
 
 @kd.kernel
+def pairwise_extremes(x: A2, y: A2) -> kd.f64:
+    return kd.sum(kd.min(x, y) * (y + 2.0) + kd.max(x, y) * x + np.minimum(x, 0.5 * y))
+
+
+def test_elementwise_min_and_max_of_two_arrays_route_to_the_smaller_and_larger() -> None:
+    x, y = data(4, 3), data(4, 3, seed=1)
+    gx, gy = kd.grad(pairwise_extremes, (0, 1))(x, y)
+    x_smaller, x_larger = x <= y, x >= y
+    np.testing.assert_allclose(
+        gx, np.where(x_smaller, y + 2.0, 0.0) + np.where(x_larger, 2 * x, y)
+        + (x <= 0.5 * y), rtol=1e-12)
+    np.testing.assert_allclose(
+        gy, np.where(x_smaller, 0.0, y + 2.0) + np.minimum(x, y) + np.where(x_larger, 0.0, x)
+        + 0.5 * (x > 0.5 * y), rtol=1e-12)
+    kd.check_grad(pairwise_extremes, x, y, argnums=(0, 1))
+
+
+@kd.kernel
 def where_both_sides(x: A2, y: A2) -> kd.f64:
     return kd.sum(kd.where(x > 0.0, x * y, kd.exp(y)) + kd.where(x > 0.0, 0.0, 1.0 / x))
 

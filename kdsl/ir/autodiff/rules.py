@@ -104,7 +104,9 @@ def _pow(e: AdjointEmitter, op: Operation, x: Sequence[Value], g: Value) -> Adjo
 @adjoint_rule("min", "max")
 def _min_max(e: AdjointEmitter, op: Operation, x: Sequence[Value], g: Value) -> Adjoints:
     a, b = x  # the first operand wins ties, as the forward op does
-    first = e.op("le" if op.name == "min" else "ge", a, b)
+    # a whole-array min is a tensor_map whose attribute names the function
+    is_min = op.name == "min" or op.attrs.get("fn") in ("min", "minimum", "fmin")
+    first = e.op("le" if is_min else "ge", a, b)
     zero = e.const(0.0, a.type)
     return [e.op("select", first, g, zero), e.op("select", first, zero, g)]
 
