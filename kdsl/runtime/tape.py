@@ -20,6 +20,7 @@ every floating-point array it writes becomes active.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +132,9 @@ class Tape:
         self._calls: list[_Call] = []
         self._active: set[int] = set()  # ids of the active arrays (see the module's doc)
         self._leaves: dict[int, Any] = {}  # the arrays with requires_grad=True, by id
+        # float arrays active calls returned (no gradient flows back through them yet):
+        # by id, the array (or a weak reference to it) and the kernel's name
+        self._returned: dict[int, tuple[Any, str]] = {}
         self._busy = False
         self.memory_bytes = 0
         """Bytes the tape holds in copies of the arrays the recorded calls overwrote."""
@@ -172,6 +176,8 @@ class Tape:
         written_all = compiled.meta["written"] if hasattr(compiled, "meta") else compiled.written
         written = tuple(k for k in written_all if k < len(args))
         floats = [k for k, p in enumerate(params) if _is_float_parameter(p)]
+        for k in floats:
+            self._refuse_returned(args[k], f"argument '{params[k].name}' of {kernel.__name__}")
         active = [k for k in floats if self._is_active(args[k])]
         argnums: tuple[int, ...] = ()
         if active:
@@ -204,7 +210,34 @@ class Tape:
         self._calls.append(call)
         if argnums and isinstance(result, (float, np.floating)):
             return TapeScalar(float(result), self, len(self._calls) - 1)
+        if argnums:
+            self._remember_returned(result, kernel.__name__)
         return result
+
+    def _remember_returned(self, result: Any, kernel_name: str) -> None:
+        for value in result if isinstance(result, tuple) else (result,):
+            if _is_array(value) and np.dtype(value.dtype).kind == "f":
+                try:
+                    kept: Any = weakref.ref(value)
+                except TypeError:
+                    kept = value
+                self._returned[id(value)] = (kept, kernel_name)
+
+    def _refuse_returned(self, a: Any, what: str) -> None:
+        """A ValueError where ``a`` is a float array an active call returned: the tape
+        does not pass gradients back through returned arrays, and treating it as a
+        constant would silently give a wrong gradient."""
+        found = self._returned.get(id(a))
+        if found is None:
+            return
+        kept, kernel_name = found
+        if (kept() if isinstance(kept, weakref.ref) else kept) is not a:
+            del self._returned[id(a)]  # that array is gone; its id was reused
+            return
+        raise ValueError(
+            f"kd.Tape: {what} is an array {kernel_name} returned under the tape from arrays "
+            "with requires_grad=True; gradients do not flow back through arrays a kernel "
+            f"returns: give {kernel_name} an output array to write instead")
 
     # --- the way back -------------------------------------------------------------------
 
@@ -221,6 +254,7 @@ class Tape:
             if np.dtype(loss.dtype).kind != "f":
                 raise TypeError("tape.backward: the loss must be floating-point, got an array "
                                 f"of {loss.dtype}")
+            self._refuse_returned(loss, "the loss")
             if id(loss) not in self._active:
                 raise ValueError("tape.backward: no recorded call wrote the loss array from "
                                  "arrays with requires_grad=True")
@@ -360,6 +394,7 @@ class Tape:
         self._segments.clear()
         self._active.clear()
         self._leaves.clear()
+        self._returned.clear()
         self.memory_bytes = 0
 
     Scalar = TapeScalar

@@ -292,6 +292,37 @@ def test_a_loss_that_is_not_a_scalar_is_an_error() -> None:
         tape.backward("loss")
 
 
+@kd.kernel
+def squared(x: kd.Array[kd.f64]):
+    return x * x
+
+
+@kd.kernel
+def weighted_sum(h: kd.Array[kd.f64], x: kd.Array[kd.f64]) -> kd.f64:
+    return kd.sum(h * x)
+
+
+def test_an_array_a_recorded_kernel_returned_is_refused_not_taken_as_a_constant() -> None:
+    # No gradient flows back through a returned array: using it in a later call would
+    # silently drop its share of the gradient, so it is an error naming the argument.
+    x = kd.array(RNG.random(4) + 0.5, requires_grad=True)
+    with kd.Tape() as tape:
+        h = squared(x)
+        np.testing.assert_allclose(h, x.numpy() ** 2)
+        with pytest.raises(ValueError, match="argument 'h' of weighted_sum is an array squared "
+                                             "returned under the tape"):
+            weighted_sum(h, x)
+        loss = weighted_sum(x.numpy() ** 2, x)  # the same values as data: a constant
+    tape.backward(loss)
+    np.testing.assert_allclose(x.grad.numpy(), x.numpy() ** 2)
+    with kd.Tape() as tape:  # arrays returned from constants only are constants
+        h = squared(np.ones(4))
+        loss = weighted_sum(h, x)
+    tape.zero()
+    tape.backward(loss)
+    np.testing.assert_allclose(x.grad.numpy(), np.ones(4))
+
+
 def test_integer_arrays_cannot_require_gradients() -> None:
     with pytest.raises(TypeError, match="floating-point array, got int32"):
         kd.array(np.arange(3, dtype=np.int32), requires_grad=True)
