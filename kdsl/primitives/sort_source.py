@@ -1,13 +1,15 @@
 """A parallel, stable LSD radix sort in the kernel language, 8 bits a pass.
 
-A first parallel pass finds the smallest and largest key: digits above the highest bit
-in which they differ are the same in every key, so those passes are not made. Each pass
+A first parallel pass finds the smallest and largest key; the passes sort the keys less
+the smallest, so digits above the highest bit of the largest difference are zero in every
+key and those passes are not made (keys within 2^24 of each other take three passes,
+wherever they lie). Each pass
 cuts the array into blocks: the blocks count their digits in parallel, one
 serial scan over (digit, block) gives each block its first slot for each digit, and the
 blocks scatter in parallel, each in its own order (which keeps the sort stable). A pass
 whose digit is the same for every key moves nothing. Keys (and the values that go with
 them) move between the arrays and one buffer each; an odd number of passes ends with a
-copy back.
+copy back. A few keys (up to ``SMALL``) are sorted by insertion instead.
 """
 
 from __future__ import annotations
@@ -21,41 +23,42 @@ from kdsl.primitives.keys import key_func_source, key_type
 
 DIGIT_BITS = 8
 BUCKETS = 1 << DIGIT_BITS
+SMALL = 32  # at most this many keys are sorted by insertion
 
 
-def _pass_source(with_values: bool) -> str:
-    params = "sk, sv, dk, dv, hist, shift" if with_values else "sk, dk, hist, shift"
-    move = ["            dk[j] = k", "            dv[j] = sv[m]"] if with_values else [
-        "            dk[j] = k"]
+def _count_source() -> str:
+    """``count(sk, slots, shift, low)``: each block's counts of the digits of its keys
+    less ``low``."""
     return "\n".join([
         "@kd.func",
-        f"def radix_pass({params}):",
+        "def count(sk, slots, shift, low):",
         "    n = sk.shape[0]",
-        "    nb = hist.shape[0]",
-        "    for b in kd.prange(nb):",
+        "    nb = slots.shape[0]",
+        "    for c in kd.prange(nb):",
         f"        for z in range({BUCKETS}):",
-        "            hist[b, z] = 0",
-        "        for i in range(b * n // nb, (b + 1) * n // nb):",
-        f"            hist[b, kd.i64((key_of(sk[i]) >> shift) & {BUCKETS - 1})] += 1",
-        "    total = 0",
-        "    moves = True",
-        f"    for d in range({BUCKETS}):",
-        "        start = total",
-        "        for b in range(nb):",
-        "            count = hist[b, d]",
-        "            hist[b, d] = total",
-        "            total += count",
-        "        if total - start == n:",
-        "            moves = False",
-        "    if moves:",
-        "        for c in kd.prange(nb):",
-        "            for m in range(c * n // nb, (c + 1) * n // nb):",
-        "                k = sk[m]",
-        f"                digit = kd.i64((key_of(k) >> shift) & {BUCKETS - 1})",
-        "                j = hist[c, digit]",
-        "                hist[c, digit] = j + 1",
-        *["    " + m for m in move],
-        "    return moves",
+        "            slots[c, z] = 0",
+        "        for m in range(c * n // nb, (c + 1) * n // nb):",
+        f"            slots[c, kd.i64(((key_of(sk[m]) - low) >> shift) & {BUCKETS - 1})] += 1",
+    ]) + "\n"
+
+
+def _scatter_source(with_values: bool) -> str:
+    """``scatter(sk[, sv], dk[, dv], slots, shift, low)``: one pass, each block moving its
+    keys (and values) to the slots ``slots[block]`` gives their digits."""
+    params = "sk, sv, dk, dv, slots, shift, low" if with_values else "sk, dk, slots, shift, low"
+    return "\n".join([
+        "@kd.func",
+        f"def scatter({params}):",
+        "    n = sk.shape[0]",
+        "    nb = slots.shape[0]",
+        "    for c in kd.prange(nb):",
+        "        for m in range(c * n // nb, (c + 1) * n // nb):",
+        "            k = sk[m]",
+        f"            digit = kd.i64(((key_of(k) - low) >> shift) & {BUCKETS - 1})",
+        "            j = slots[c, digit]",
+        "            slots[c, digit] = j + 1",
+        "            dk[j] = k",
+        *(["            dv[j] = sv[m]"] if with_values else []),
     ]) + "\n"
 
 
@@ -64,46 +67,76 @@ def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
     with_values = values is not None
     passes = -(-key_type(t).bits // DIGIT_BITS)
     params = "keys, values" if with_values else "keys"
+    k = kd_name(key_type(t))
     buffers = [f"    kb = kd.empty(n, {kd_name(t)})"]
     if values is not None:
         buffers.append(f"    vb = kd.empty(n, {kd_name(values)})")
     forward = "keys, values, kb, vb" if with_values else "keys, kb"
     backward = "kb, vb, keys, values" if with_values else "kb, keys"
-    copy_back = ["            keys[i] = kb[i]"] + (["            values[i] = vb[i]"] if with_values else [])
-    k = kd_name(key_type(t))
+    copy_back = ["            keys[m] = kb[m]"] + (["            values[m] = vb[m]"] if with_values else [])
+    insert_value = ["            v = values[i]"] if with_values else []
+    shift_value = ["                values[j] = values[j - 1]"] if with_values else []
+    place_value = ["            values[j] = v"] if with_values else []
     return "\n".join([
         "@kd.func",
         f"def radix_sort({params}):",
         "    n = keys.shape[0]",
-        "    if n < 2:",
+        f"    if n <= {SMALL}:",
+        # a few keys: a stable insertion sort by the same keys
+        "        for i in range(1, n):",
+        "            x = keys[i]",
+        *insert_value,
+        "            kx = key_of(x)",
+        "            j = i",
+        "            while j > 0 and key_of(keys[j - 1]) > kx:",
+        "                keys[j] = keys[j - 1]",
+        *shift_value,
+        "                j -= 1",
+        "            keys[j] = x",
+        *place_value,
         "        return",
-        # digits above the highest bit in which the smallest and largest key differ are
-        # the same in every key: those passes are skipped without counting
+        # the keys less the smallest: digits above the highest bit of the largest are
+        # zero in every key, so those passes are not made
         f"    low = ~{k}(0)",
         f"    high = {k}(0)",
         "    for i in kd.prange(n):",
         "        key = key_of(keys[i])",
         "        low = min(low, key)",
         "        high = max(high, key)",
-        "    varying = low ^ high",
+        "    span = high - low",
         "    passes = 0",
         f"    for p in range({passes}):",
-        f"        if (varying >> (p * {DIGIT_BITS})) != 0:",
+        f"        if (span >> (p * {DIGIT_BITS})) != 0:",
         "            passes = p + 1",
-        *buffers,
         "    nb = min(max(n // 65536, 1), 64)",
-        f"    hist = kd.empty((nb, {BUCKETS}), kd.i64)",
+        f"    slots = kd.empty((nb, {BUCKETS}), kd.i64)",
+        *buffers,
         "    in_buffer = False",
-        "    for pass_number in range(passes):",
-        f"        shift = pass_number * {DIGIT_BITS}",
+        "    for p in range(passes):",
+        f"        shift = p * {DIGIT_BITS}",
         "        if in_buffer:",
-        f"            moved = radix_pass({backward}, hist, shift)",
+        "            count(kb, slots, shift, low)",
         "        else:",
-        f"            moved = radix_pass({forward}, hist, shift)",
-        "        if moved:",
+        "            count(keys, slots, shift, low)",
+        # counts to first slots; a digit all keys share moves nothing: no pass is made
+        "        total = 0",
+        "        moves = True",
+        f"        for e in range({BUCKETS}):",
+        "            start = total",
+        "            for c in range(nb):",
+        "                here = slots[c, e]",
+        "                slots[c, e] = total",
+        "                total += here",
+        "            if total - start == n:",
+        "                moves = False",
+        "        if moves:",
+        "            if in_buffer:",
+        f"                scatter({backward}, slots, shift, low)",
+        "            else:",
+        f"                scatter({forward}, slots, shift, low)",
         "            in_buffer = not in_buffer",
         "    if in_buffer:",
-        "        for i in kd.prange(n):",
+        "        for m in kd.prange(n):",
         *copy_back,
     ]) + "\n"
 
@@ -111,7 +144,7 @@ def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
 @functools.cache
 def radix_sort_func(t: T.ScalarType, values: T.ScalarType | None) -> Any:
     """The func ``radix_sort(keys[, values])`` for keys of type ``t``."""
-    source = "\n".join([key_func_source(t), _pass_source(values is not None),
+    source = "\n".join([key_func_source(t), _count_source(), _scatter_source(values is not None),
                         _sort_source(t, values)])
     return as_func(define(source, "radix_sort", f"radix sort {t} {values}"))
 

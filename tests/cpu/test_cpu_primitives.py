@@ -58,6 +58,31 @@ def test_sort_and_argsort_match_numpy(rng, dtype, kind):
         np.testing.assert_array_equal(sorted_keys, np.sort(keys))
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.uint64, np.float32])
+def test_sort_of_keys_in_a_narrow_range_far_from_zero(rng, dtype):
+    """The passes sort the keys less the smallest: ranges at either end of the type, one
+    across zero, and sizes about the insertion sort's limit."""
+    if np.issubdtype(dtype, np.floating):
+        starts = [-3e38, -1.0, 1e30]
+    else:
+        info = np.iinfo(dtype)
+        starts = [info.min, info.max - 70_000, -35_000 if info.min < 0 else 1 << 20]
+    for start in starts:
+        for n in [2, 32, 33, 140_000]:
+            if np.issubdtype(dtype, np.floating):
+                keys = (start + np.abs(start) * 1e-3 * rng.random(n)).astype(dtype)
+            else:
+                keys = (np.array(start, dtype) + rng.integers(0, 70_000, n).astype(dtype))
+            sorted_keys = keys.copy()
+            kd.sort(sorted_keys)
+            np.testing.assert_array_equal(sorted_keys, np.sort(keys))
+            np.testing.assert_array_equal(kd.argsort(keys), np.argsort(keys, kind="stable"))
+            values = np.arange(n, dtype=np.int64)
+            by_key = keys.copy()
+            kd.sort_by_key(by_key, values)
+            np.testing.assert_array_equal(values, np.argsort(keys, kind="stable"))
+
+
 def test_argsort_keeps_signed_zeros_in_order():
     keys = np.array([0.0, -0.0, 1.0, -0.0, 0.0], np.float32)
     np.testing.assert_array_equal(kd.argsort(keys), np.argsort(keys, kind="stable"))
