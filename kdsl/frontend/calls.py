@@ -439,8 +439,40 @@ def _new_array(lo: FunctionLowering, node: ast.Call, dims: list[Value], dtype: A
     return lo.op("array_new", *operands, type=t, fill=fill, node=node)
 
 
+_ARRAY_METHODS = {"sum": kb.sum, "mean": kb.mean, "min": kb.min, "max": kb.max,
+                  "argmin": searching.argmin, "argmax": searching.argmax}
+"""NumPy's reduction methods: ``a.sum(axis=0)`` is ``kd.sum(a, axis=0)``."""
+
+
+def _array_method(lo: FunctionLowering, node: ast.Call) -> Any:
+    """``a.sum(...)`` and the other reduction methods of an array (or the method of that
+    name of a vector or matrix), or None where the base is a module or type."""
+    func = node.func
+    if not isinstance(func, ast.Attribute) or func.attr not in _ARRAY_METHODS:
+        return None
+    base = lo.expr(func.value)
+    if isinstance(base, (Static, TupleValue)):
+        return None  # kd.sum(...), np.max(...): evaluated again, with no side effects
+    if is_array(base):  # lowered as the call kd.sum(a, axis=...): its handler reads node
+        if len(node.args) > 1:
+            lo.error(f"a.{func.attr}() takes one positional argument (axis), "
+                     f"got {len(node.args)}", node)
+        axis = [ast.keyword("axis", a) for a in node.args]
+        call = ast.copy_location(ast.Call(func.value, [func.value], [*axis, *node.keywords]),
+                                 node)
+        return BUILTINS[_ARRAY_METHODS[func.attr]](lo, call, [base])
+    v = lo.value_of(base, node)
+    method = lo.vector_method(v, func.attr)
+    if method is None:
+        lo.error(f"a value of type {v.type} has no method '{func.attr}' in kernels", node)
+    return call_method(lo, node, method, [lo.expr(a) for a in node.args])
+
+
 def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
     """Lowers ``f(args)``: a builtin, a cast or constructor, or a ``@kd.func``."""
+    method = _array_method(lo, node)
+    if method is not None:
+        return method
     callee = lo.expr(node.func)
     if not isinstance(callee, Static):
         lo.error("only builtins, types and @kd.func functions can be called in kernels", node)

@@ -32,6 +32,15 @@ def test_reductions_2d_int32_any_layout(rng):
         assert expected[6].dtype == np.int32
 
 
+METHODS_2D = ["a.sum()", "a.sum(0)", "a.mean(axis=1, keepdims=True)", "(a * a).max(axis=-1)",
+              "a.T.min(1)", "a[1:, ::2].sum(axis=0)", "a.max(axis=0).sum()", "a.argmax()"]
+methods_2d = ExprKernel("a", METHODS_2D)
+
+
+def test_reduction_methods_of_arrays_as_numpy(rng):
+    methods_2d.check(positive_floats(rng, (7, 6)), rtol=1e-12)
+
+
 RED_3D = ["kd.sum(a, axis=0)", "kd.mean(a, axis=1)", "kd.max(a, axis=2, keepdims=True)",
           "kd.min(a, axis=-2)", "kd.sum(a, axis=-1, keepdims=True)", "kd.mean(a)"]
 red_3d = ExprKernel("a", RED_3D)
