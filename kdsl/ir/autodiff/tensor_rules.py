@@ -26,7 +26,7 @@ would have to be chosen at run time).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kdsl import types as T
@@ -44,6 +44,13 @@ from kdsl.ir.autodiff.tensor_activity import (
     touched_arrays,
     written_arrays,
 )
+from kdsl.ir.autodiff.tensor_shapes import (
+    FULL_SLICE,
+    Pattern,
+    TensorBuilder,
+    constant_value,
+    element_type,
+)
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.effects import has_side_effects
 
@@ -51,29 +58,10 @@ if TYPE_CHECKING:
     from kdsl.ir.autodiff.reverse import ReverseSweep
 
 
-_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not")
 _RULE_ALIASES = {"minimum": "min", "maximum": "max", "fmin": "min", "fmax": "max"}
 _ROUTING_FNS = frozenset({"select", "min", "max", "minimum", "maximum", "fmin", "fmax", "abs",
                           "clamp", "copysign"})
 _TOUCHES_ADJOINTS = ("array_load", "array_store", "atomic_rmw", "call")
-_FULL_SLICE = ("slice", False, False, False)
-Pattern = tuple[str, ...]
-"""Per axis: '1' where the size is 1 whatever the arguments (a new axis, keepdims), '?'
-where it is known only at run time."""
-
-
-def _element(v: Value) -> Any:
-    return v.type.dtype if is_array(v) else v.type
-
-
-def _broadcast(patterns: Iterable[Pattern]) -> Pattern:
-    patterns = list(patterns)
-    ndim = max((len(p) for p in patterns), default=0)
-    out = []
-    for k in range(ndim):
-        sizes = [p[k - (ndim - len(p))] for p in patterns if k - (ndim - len(p)) >= 0]
-        out.append("?" if "?" in sizes else "1")
-    return tuple(out)
 
 
 # --- the reverse sweep of tensor ops -------------------------------------------------------
@@ -108,8 +96,8 @@ class _ElementwiseEmitter:
     def guarded(self, g: Value, value: Value) -> Value:
         if not self.guard:
             return value
-        is_zero = self.op("eq", g, self.const(0.0, _element(g)))
-        return self.op("select", is_zero, self.const(0.0, _element(value)), value)
+        is_zero = self.op("eq", g, self.const(0.0, element_type(g)))
+        return self.op("select", is_zero, self.const(0.0, element_type(value)), value)
 
     def scaled(self, g: Value, derivative: Value) -> Value:
         return self.guarded(g, self.op("mul", g, derivative))
@@ -120,7 +108,7 @@ class _ElementwiseEmitter:
         return self._result
 
 
-class TensorAdjoints:
+class TensorAdjoints(TensorBuilder):
     """The adjoints of a function's array values, kept by a reverse sweep."""
 
     def __init__(self, sweep: ReverseSweep, root: Block) -> None:
@@ -151,170 +139,6 @@ class TensorAdjoints:
             found = TensorAdjoints(sweep, block)
             sweep.tensor_adjoints = found  # type: ignore[attr-defined]
         return found
-
-    # --- shapes ---------------------------------------------------------------------
-
-    def pattern(self, v: Value) -> Pattern:
-        if not is_array(v):
-            return ()
-        found = self.patterns.get(v)
-        if found is not None:
-            return found
-        op = self.defs.get(v)
-        ndim = v.type.ndim
-        p: Pattern = ("?",) * ndim
-        if op is None:
-            pass
-        elif op.name == "tensor_map":
-            p = _broadcast(self.pattern(o) for o in op.operands)
-        elif op.name == "tensor_reduce":
-            source = self.pattern(op.operands[0])
-            axis = op.attrs["axis"]
-            if axis is None:
-                p = ("1",) * ndim
-            elif op.attrs["keepdims"]:
-                p = source[:axis] + ("1",) + source[axis + 1:]
-            else:
-                p = source[:axis] + source[axis + 1:]
-        elif op.name == "array_transpose":
-            p = tuple(reversed(self.pattern(op.operands[0])))
-        elif op.name == "array_view":
-            p = self._view_pattern(self.pattern(op.operands[0]), op.attrs["spec"])
-        elif op.name == "array_new":
-            p = tuple("1" if self.b.known_constants.get(s) == 1 or _constant(self.defs, s) == 1
-                      else "?" for s in op.operands)
-        self.patterns[v] = p
-        return p
-
-    @staticmethod
-    def _view_pattern(base: Pattern, spec: Sequence[tuple]) -> Pattern:
-        out: list[str] = []
-        axis = 0
-        for item in spec:
-            if item[0] == "newaxis":
-                out.append("1")
-                continue
-            if item[0] == "slice":
-                out.append("?")
-            axis += 1
-        return tuple(out) + base[axis:]
-
-    def dim(self, v: Value, k: int) -> Value:
-        """The size of axis ``k`` of the forward array ``v``, read from arrays the way
-        forward already has (never from a fused expression)."""
-        p = self.pattern(v)
-        if p[k] == "1":
-            return self.b.constant(1, T.i64)
-        op = self.defs.get(v)
-        if op is not None and op.name == "tensor_map":
-            for o in op.operands:
-                po = self.pattern(o)
-                j = k - (len(p) - len(po))
-                if j >= 0 and po[j] == "?":
-                    return self.dim(o, j)
-        if op is not None and op.name == "tensor_matmul":
-            a, b = op.operands
-            return self.dim(a, 0) if k == 0 else self.dim(b, 1)
-        if op is not None and op.name == "tensor_reduce" and op.attrs["axis"] is not None:
-            axis = op.attrs["axis"]
-            return self.dim(op.operands[0], k if k < axis or op.attrs["keepdims"] else k + 1)
-        array = self.m.get(v, v)
-        key = (array, k, id(self.b.block))
-        found = self.dims.get(key)
-        if found is None:
-            found = self.dims[key] = self.b.value("array_dim", array, axis=k)
-        return found
-
-    def pat(self, v: Value) -> Pattern:
-        """The pattern of a value of the gradient function."""
-        return self.patterns.get(v, ("?",) * v.type.ndim if is_array(v) else ())
-
-    # --- building ---------------------------------------------------------------------
-
-    def map(self, fn: str, operands: list[Value], operand_type: Any = None) -> Value:
-        """``fn`` elementwise over broadcast operands; a scalar op when none is an array."""
-        candidates = operands[1:] if fn == "select" else operands
-        if operand_type is None:
-            arrays = [_element(v) for v in candidates if is_array(v)
-                      and T.element_scalar(v.type.dtype).is_float]
-            floats = [_element(v) for v in candidates if T.element_scalar(_element(v)).is_float]
-            operand_type = (arrays or floats or [_element(candidates[0])])[0]
-        if not any(is_array(v) for v in operands):
-            if fn == "select":
-                cast = [operands[0]] + [self.b.cast(v, operand_type) for v in operands[1:]]
-            else:
-                cast = [self.b.cast(v, operand_type) for v in operands]
-            return self.b.value(fn, *cast)
-        result = T.bool_ if fn in _COMPARISONS else operand_type
-        ndim = max(v.type.ndim for v in operands if is_array(v))
-        value = self.b.value("tensor_map", *operands, fn=fn, operand_type=operand_type,
-                             type=T.ArrayType(result, ndim, True))
-        self.patterns[value] = _broadcast(self.pat(v) for v in operands)
-        return value
-
-    def reduce_sum(self, v: Value, axis: int | None, keepdims: bool) -> Value:
-        t: T.ArrayType = v.type
-        p = self.pat(v)
-        if axis is None:
-            result: Any = t.dtype
-            pattern: Pattern = ()
-        elif keepdims:
-            result = T.ArrayType(t.dtype, t.ndim, True)
-            pattern = p[:axis] + ("1",) + p[axis + 1:]
-        else:
-            pattern = p[:axis] + p[axis + 1:]
-            result = T.ArrayType(t.dtype, t.ndim - 1, True) if t.ndim > 1 else t.dtype
-        out = self.b.value("tensor_reduce", v, kind="sum", axis=axis, keepdims=keepdims,
-                           type=result)
-        self.patterns[out] = pattern
-        return out
-
-    def view(self, v: Value, spec: list[tuple]) -> Value:
-        """A view of ``v`` by a spec of full slices and new axes (no operands)."""
-        t: T.ArrayType = v.type
-        ndim = sum(1 for item in spec if item[0] in ("slice", "newaxis")) + t.ndim - sum(
-            1 for item in spec if item[0] != "newaxis")
-        out = self.b.value("array_view", v, spec=tuple(spec),
-                           type=T.ArrayType(t.dtype, ndim, False))
-        self.patterns[out] = self._view_pattern(self.pat(v), spec)
-        return out
-
-    def insert_axis(self, g: Value, axis: int, ndim: int) -> Value:
-        """``g``, which broadcasts to a shape of ``ndim - 1`` axes, as one that broadcasts
-        to that shape with a new axis of size 1 at ``axis``."""
-        if not is_array(g):
-            return g
-        j = axis - (ndim - 1 - g.type.ndim)
-        if j < 0:
-            return g
-        return self.view(g, [_FULL_SLICE] * j + [("newaxis",)] + [_FULL_SLICE] * (g.type.ndim - j))
-
-    def transpose(self, v: Value) -> Value:
-        t: T.ArrayType = v.type
-        out = self.b.value("array_transpose", v, type=T.ArrayType(t.dtype, t.ndim, False))
-        self.patterns[out] = tuple(reversed(self.pat(v)))
-        return out
-
-    def matmul(self, a: Value, b: Value) -> Value:
-        scalar, _ = T.promote(a.type.dtype, False, b.type.dtype, False)
-        ndim = b.type.ndim
-        out = self.b.value("tensor_matmul", a, b, type=T.ArrayType(scalar, ndim, True))
-        self.patterns[out] = ("?",) * ndim
-        return out
-
-    def new_array(self, dtype: Any, dims: list[Value], fill: str) -> Value:
-        out = self.b.value("array_new", *dims, type=T.ArrayType(dtype, len(dims), True), fill=fill)
-        self.patterns[out] = ("?",) * len(dims)
-        return out
-
-    def full(self, g: Value, like: Value) -> Value:
-        """``g`` broadcast to the shape of the forward array ``like``, as an array."""
-        if is_array(g) and self.pat(g) == ("?",) * like.type.ndim:
-            return g
-        out = self.new_array(like.type.dtype, [self.dim(like, k) for k in range(like.type.ndim)],
-                             "empty")
-        self.b.create("tensor_assign", [out, g])
-        return out
 
     # --- values ---------------------------------------------------------------------
 
@@ -445,7 +269,7 @@ class TensorAdjoints:
         count = factors[0]
         for f in factors[1:]:
             count = self.b.value("mul", count, f)
-        scalar = T.element_scalar(_element(c))
+        scalar = T.element_scalar(element_type(c))
         return self.map("mul", [c, self.b.cast(count, scalar)])
 
     def _routed(self, root: Block) -> set[Value]:
@@ -507,7 +331,7 @@ class TensorAdjoints:
         """``g`` with new leading axes, to ``ndim`` axes."""
         if g.type.ndim == ndim:
             return g
-        return self.view(g, [("newaxis",)] * (ndim - g.type.ndim) + [_FULL_SLICE] * g.type.ndim)
+        return self.view(g, [("newaxis",)] * (ndim - g.type.ndim) + [FULL_SLICE] * g.type.ndim)
 
     def _view(self, op: Operation, g: Value) -> None:
         base = op.operands[0]
@@ -620,7 +444,7 @@ class TensorAdjoints:
             count = self.dim(source, reduced[0])
             for k in reduced[1:]:
                 count = self.b.value("mul", count, self.dim(source, k))
-            g = self.map("div", [g, self.b.cast(count, T.element_scalar(_element(g)))])
+            g = self.map("div", [g, self.b.cast(count, T.element_scalar(element_type(g)))])
         elif kind in ("min", "max"):
             value = self.primal(source)
             best = self.m.get(op.result, op.result)
@@ -628,11 +452,11 @@ class TensorAdjoints:
                 self.patterns.setdefault(best, self.pattern(op.result))
                 best = self.insert_axis(best, axis, ndim)
             winner = self.map("eq", [value, best])
-            ones = self.map("select", [winner, self.b.constant(1.0, T.element_scalar(_element(g))),
-                                       self.b.constant(0.0, T.element_scalar(_element(g)))])
+            ones = self.map("select", [winner, self.b.constant(1.0, T.element_scalar(element_type(g))),
+                                       self.b.constant(0.0, T.element_scalar(element_type(g)))])
             ties = self.reduce_sum(ones, axis, axis is not None)
             share = self.map("div", [g, ties])
-            g = self.map("select", [winner, share, self.b.constant(0.0, T.element_scalar(_element(g)))])
+            g = self.map("select", [winner, share, self.b.constant(0.0, T.element_scalar(element_type(g)))])
         elif kind != "sum":
             raise CompileError(f"kd.{kind} of an array cannot be differentiated", op.location)
         self.add_adjoint(source, g)
@@ -647,8 +471,8 @@ class TensorAdjoints:
                 self.add_adjoint(b, self.matmul(self.transpose(self.primal(a)), g))
             return
         if self.is_varied(a):
-            column = self.view(g, [_FULL_SLICE, ("newaxis",)])
-            row = self.view(self.primal(b), [("newaxis",), _FULL_SLICE])
+            column = self.view(g, [FULL_SLICE, ("newaxis",)])
+            row = self.view(self.primal(b), [("newaxis",), FULL_SLICE])
             self.add_adjoint(a, self.map("mul", [column, row]))
         if self.is_varied(b):
             self.add_adjoint(b, self.matmul(self.transpose(self.primal(a)), g))
@@ -713,31 +537,26 @@ def flush_tensor_adjoints(sweep: ReverseSweep, before: Operation | None = None) 
         found.flush()
 
 
-def _constant(defs: dict[Value, Operation], v: Value) -> Any:
-    op = defs.get(v)
-    return op.attrs.get("value") if op is not None and op.name == "constant" else None
-
-
 def _pow(e: Any, op: Operation, x: Sequence[Value], g: Value) -> list[Value | None]:
     """``a ** b``; with a constant exponent, ``b * a ** (b - 1)`` without a call to pow
     for the common small exponents."""
     a, b = x
-    exponent = e.t.b.known_constants.get(b, _constant(e.t.defs, op.operands[1]))
+    exponent = e.t.b.known_constants.get(b, constant_value(e.t.defs, op.operands[1]))
     if exponent is None:
         return ADJOINT_RULES["pow"](e, op, x, g)
     exponent = float(exponent)
     if exponent == 1.0:
         return [g, None]
     if exponent == 2.0:
-        derivative = e.op("mul", e.const(2.0, _element(a)), a)
+        derivative = e.op("mul", e.const(2.0, element_type(a)), a)
     elif exponent == int(exponent) and 3 <= exponent <= 4:
         power = a  # a ** (exponent - 1)
         for _ in range(int(exponent) - 2):
             power = e.op("mul", power, a)
-        derivative = e.op("mul", e.const(exponent, _element(a)), power)
+        derivative = e.op("mul", e.const(exponent, element_type(a)), power)
     elif exponent == 0.5:
-        derivative = e.op("div", e.const(0.5, _element(a)), e.result(op))
+        derivative = e.op("div", e.const(0.5, element_type(a)), e.result(op))
     else:
-        derivative = e.op("mul", e.const(exponent, _element(a)),
-                          e.op("pow", a, e.const(exponent - 1.0, _element(a))))
+        derivative = e.op("mul", e.const(exponent, element_type(a)),
+                          e.op("pow", a, e.const(exponent - 1.0, element_type(a))))
     return [e.scaled(g, derivative), None]
