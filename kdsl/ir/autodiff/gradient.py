@@ -5,6 +5,7 @@ the adjoints of the arrays into theirs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kdsl import types as T
@@ -38,24 +39,40 @@ def adjoint_name(name: str) -> str:
     return f"d_{name}"
 
 
-def differentiate(module: Module, spec: GradientSpec) -> None:
-    """Replaces ``module.kernel`` by its gradient kernel."""
-    fn = module.kernel
+@dataclass
+class ReverseKernel:
+    """The body of a reverse-mode kernel, its return not yet emitted."""
+
+    body: Block
+    value: Value | None  # the kernel's value (None when not asked for)
+    grads: list[Value]  # adjoints of the differentiated scalar arguments
+    saved_bytes: Value
+    adjoint_names: list[str]
+
+
+Seed = Callable[[ReverseSweep, Value], Value]
+"""The adjoint the kernel's returned value starts with (given the sweep and the value)."""
+
+
+def build_reverse(fn: Function, argnums: tuple[int, ...], extra_args: list[Value],
+                  result: Value | None, seed: Seed, keep_state: bool,
+                  want_value: bool) -> ReverseKernel:
+    """The forward and reverse sweeps of ``fn`` with respect to the arguments at
+    ``argnums``, shared by the gradient and the vector-Jacobian product. The new body's
+    arguments are ``fn``'s, one adjoint array per differentiated array, then
+    ``extra_args``. ``keep_state``: the arrays the kernel updates in place are left as
+    the call found them; ``want_value``: the kernel's value is computed (sums deferred
+    to the way back are otherwise not rebuilt)."""
     ret = fn.body.ops[-1]
-    if len(ret.operands) != 1 or fn.attrs.get("returns_tuple") or not (
-            isinstance(ret.operands[0].type, T.ScalarType) and is_float(ret.operands[0].type)):
-        raise located_error(
-            f"kd.grad needs a kernel that returns one floating-point scalar; {fn.name} returns "
-            + (", ".join(str(v.type) for v in ret.operands) or "nothing"), fn.location)
-    roots = [fn.args[k] for k in spec.argnums]
+    roots = [fn.args[k] for k in argnums]
     varied, varied_arrays = varied_values(fn.body, roots)
     stateful = stateful_arrays(fn.body, varied_arrays)
     check_differentiable(fn.body, varied, varied_arrays, stateful)
     adjoint_arrays = {
         a: Value(a.type, adjoint_name(fn.arg_names[k]))
-        for k, a in zip(spec.argnums, roots) if isinstance(a.type, T.ArrayType)
+        for k, a in zip(argnums, roots) if isinstance(a.type, T.ArrayType)
     }
-    body = Block(list(fn.args) + list(adjoint_arrays.values()))
+    body = Block(list(fn.args) + list(adjoint_arrays.values()) + extra_args)
     builder = IRBuilder(body)
     sweep = ReverseSweep(builder, varied, varied_arrays, adjoint_arrays, needed_values(fn.body, varied))
     sweep.routed = routed_values(fn.body)
@@ -72,27 +89,47 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
             sweep.component_adjoints[a] = component_adjoint(sweep, a)
     m: dict[Value, Value] = {a: a for a in fn.args}
     ops = fn.body.ops
-    # the arguments the kernel updates in place are left as the call found them
-    entry_state = sweep.take_snapshots([a for a in fn.args if a in stateful], m)
+    entry_state = sweep.take_snapshots([a for a in fn.args if a in stateful], m) if keep_state else {}
     tapes = sweep.forward(ops, m, recompute=False)
-    result = ret.operands[0]
     builder.location = ret.location
-    if result in varied:
-        sweep.adj[result] = sweep.const(1.0, result.type)
+    if result is not None and result in varied:
+        sweep.adj[result] = seed(sweep, result)
     sweep.reverse(ops, m, tapes)
-    sweep.emit_deferred(ops, m)
+    if want_value:
+        sweep.emit_deferred(ops, m)
     for a, components in sweep.component_adjoints.items():
         add_components(sweep, components, adjoint_arrays[a])
     builder.location = ret.location
-    value = m.get(result, result)
-    sweep.restore_snapshots(entry_state, m)
+    value = m.get(result, result) if want_value and result is not None else None
+    if keep_state:
+        sweep.restore_snapshots(entry_state, m)
     grads = [sweep.adjoint_or_zero(a) for a in roots if not isinstance(a.type, T.ArrayType)]
     saved_bytes = count_tape_bytes(body, sweep.tape_arrays)
-    builder.create("return", [value, *grads, saved_bytes])
-    names = list(fn.arg_names) + [adjoint_name(fn.arg_names[k]) for k in spec.argnums
-                                  if isinstance(fn.args[k].type, T.ArrayType)]
-    module.kernel = Function(fn.name, body, [value.type, *(g.type for g in grads), T.i64], True,
-                             fn.location, names, {**fn.attrs, "returns_tuple": True})
+    names = [adjoint_name(fn.arg_names[k]) for k in argnums
+             if isinstance(fn.args[k].type, T.ArrayType)]
+    return ReverseKernel(body, value, grads, saved_bytes, names)
+
+
+def differentiate(module: Module, spec: GradientSpec) -> None:
+    """Replaces ``module.kernel`` by its gradient kernel."""
+    fn = module.kernel
+    ret = fn.body.ops[-1]
+    if len(ret.operands) != 1 or fn.attrs.get("returns_tuple") or not (
+            isinstance(ret.operands[0].type, T.ScalarType) and is_float(ret.operands[0].type)):
+        raise located_error(
+            f"kd.grad needs a kernel that returns one floating-point scalar; {fn.name} returns "
+            + (", ".join(str(v.type) for v in ret.operands) or "nothing"), fn.location)
+    made = build_reverse(fn, spec.argnums, [], ret.operands[0],
+                         lambda sweep, result: sweep.const(1.0, result.type),
+                         keep_state=True, want_value=True)
+    assert made.value is not None
+    builder = IRBuilder(made.body)
+    builder.location = ret.location
+    builder.create("return", [made.value, *made.grads, made.saved_bytes])
+    module.kernel = Function(fn.name, made.body,
+                             [made.value.type, *(g.type for g in made.grads), T.i64], True,
+                             fn.location, list(fn.arg_names) + made.adjoint_names,
+                             {**fn.attrs, "returns_tuple": True})
     inline_funcs.run(module)  # the funcs with hand-written gradients, and those gradients
 
 

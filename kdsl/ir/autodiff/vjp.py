@@ -14,14 +14,12 @@ from __future__ import annotations
 
 from kdsl import types as T
 from kdsl.ir.autodiff import rules  # noqa: F401  (attaches the rules to the registry)
-from kdsl.ir.autodiff.activity import is_float, needed_values, routed_values, varied_values
+from kdsl.ir.autodiff.activity import is_float
 from kdsl.ir.autodiff.emitter import located_error
-from kdsl.ir.autodiff.gradient import adjoint_name
-from kdsl.ir.autodiff.memory import stateful_arrays, zeros_like_array
-from kdsl.ir.autodiff.reverse import ReverseSweep, check_differentiable
-from kdsl.ir.autodiff.tape_bytes import count_tape_bytes
+from kdsl.ir.autodiff.gradient import build_reverse
+from kdsl.ir.autodiff.reverse import ReverseSweep
 from kdsl.ir.builder import IRBuilder
-from kdsl.ir.core import Block, Function, Module, Value
+from kdsl.ir.core import Function, Module, Value
 from kdsl.ir.passes import inline_funcs
 
 RETURN_ADJOINT = "d_return"
@@ -48,37 +46,21 @@ def vector_jacobian_product(module: Module, argnums: tuple[int, ...]) -> None:
     fn = module.kernel
     ret = fn.body.ops[-1]
     result = _returned_value(fn)
-    roots = [fn.args[k] for k in argnums]
-    varied, varied_arrays = varied_values(fn.body, roots)
-    stateful = stateful_arrays(fn.body, varied_arrays)
-    check_differentiable(fn.body, varied, varied_arrays, stateful)
-    adjoint_arrays = {
-        a: Value(a.type, adjoint_name(fn.arg_names[k]))
-        for k, a in zip(argnums, roots) if isinstance(a.type, T.ArrayType)
-    }
-    seed = Value(T.f64, RETURN_ADJOINT)
-    body = Block(list(fn.args) + list(adjoint_arrays.values()) + [seed])
-    builder = IRBuilder(body)
-    sweep = ReverseSweep(builder, varied, varied_arrays, adjoint_arrays, needed_values(fn.body))
-    sweep.routed = routed_values(fn.body)
-    sweep.stateful = stateful
-    for a in fn.args:  # arrays the kernel makes vary without being differentiated
-        if a in varied_arrays and a not in adjoint_arrays:
-            adjoint_arrays[a] = zeros_like_array(sweep, a)
-    m: dict[Value, Value] = {a: a for a in fn.args}
-    ops = fn.body.ops
-    tapes = sweep.forward(ops, m, recompute=False)
+    seed_arg = Value(T.f64, RETURN_ADJOINT)
+
+    def seed(sweep: ReverseSweep, value: Value) -> Value:
+        if value.type == T.f64:
+            return seed_arg
+        return sweep.op("cast", seed_arg, type=value.type)
+
+    # the tape passes copies of the arrays the kernel writes: no state to restore
+    made = build_reverse(fn, argnums, [seed_arg], result, seed, keep_state=False,
+                         want_value=False)
+    builder = IRBuilder(made.body)
     builder.location = ret.location
-    if result is not None and result in varied:
-        g = seed if result.type == T.f64 else sweep.op("cast", seed, type=result.type)
-        sweep.adj[result] = g
-    sweep.reverse(ops, m, tapes)
-    grads = [sweep.adjoint_or_zero(a) for a in roots if not isinstance(a.type, T.ArrayType)]
-    saved_bytes = count_tape_bytes(body, sweep.tape_arrays)
-    builder.create("return", [*grads, saved_bytes])
-    names = (list(fn.arg_names) + [adjoint_name(fn.arg_names[k]) for k in argnums
-                                   if isinstance(fn.args[k].type, T.ArrayType)]
-             + [RETURN_ADJOINT])
-    module.kernel = Function(fn.name, body, [*(g.type for g in grads), T.i64], True,
-                             fn.location, names, {**fn.attrs, "returns_tuple": True})
+    builder.create("return", [*made.grads, made.saved_bytes])
+    module.kernel = Function(fn.name, made.body, [*(g.type for g in made.grads), T.i64], True,
+                             fn.location,
+                             list(fn.arg_names) + made.adjoint_names + [RETURN_ADJOINT],
+                             {**fn.attrs, "returns_tuple": True})
     inline_funcs.run(module)  # the funcs with hand-written gradients, and those gradients
