@@ -83,6 +83,19 @@ def test_sort_of_keys_in_a_narrow_range_far_from_zero(rng, dtype):
             np.testing.assert_array_equal(values, np.argsort(keys, kind="stable"))
 
 
+def test_sort_with_constant_middle_digits(rng):
+    """Passes whose digit every key shares are skipped, whatever buffer the keys are in."""
+    for high_bits, shift in [(8, 16), (8, 24), (16, 16)]:
+        keys = ((rng.integers(0, 1 << high_bits, 100_000) << shift)
+                | rng.integers(0, 256, 100_000)).astype(np.int64)
+        for dtype in (np.int32, np.int64):
+            typed = keys.astype(dtype)
+            sorted_keys = typed.copy()
+            kd.sort(sorted_keys)
+            np.testing.assert_array_equal(sorted_keys, np.sort(typed))
+            np.testing.assert_array_equal(kd.argsort(typed), np.argsort(typed, kind="stable"))
+
+
 def test_argsort_keeps_signed_zeros_in_order():
     keys = np.array([0.0, -0.0, 1.0, -0.0, 0.0], np.float32)
     np.testing.assert_array_equal(kd.argsort(keys), np.argsort(keys, kind="stable"))
