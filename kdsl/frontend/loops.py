@@ -25,6 +25,7 @@ from kdsl.frontend.analysis import (
 from kdsl.frontend.lowering import LoopFrame
 from kdsl.frontend.scope import VariableType
 from kdsl.frontend.static_loops import StaticLoopLowering
+from kdsl.frontend.tensors import is_array
 from kdsl.frontend.values import IterationSpace, TupleValue
 from kdsl.ir.core import Block, Value
 
@@ -195,6 +196,10 @@ class LoopLowering(StaticLoopLowering):
         if self.is_static_call(node.iter):  # for k in kd.static(range(3)): unrolled
             self.unrolled_loop(node)
             return
+        for sequence in getattr(node, "kd_sequences", ()):  # for v in a (sequence_loops.py)
+            if not is_array(self.expr(sequence)):
+                self.error("a kernel can only loop over range(), kd.prange(), kd.ndrange() "
+                           "or arrays", sequence)
         space = self.serial_axes.pop(id(node), None) or self.iteration_space(node.iter)
         if space.parallel and self.parallel_depth > 0:
             self.nested_parallel_loop(node, space)

@@ -130,6 +130,10 @@ def read_function(fn: Callable[..., Any]) -> FunctionSource:
     indent = len(raw) - len(raw.lstrip()) - (len(text) - len(text.lstrip()))
     module = ast.parse(text)
     tree = module.body[0]
+    if isinstance(tree, ast.FunctionDef):
+        from kdsl.frontend.sequence_loops import rewrite_sequence_loops
+
+        tree = rewrite_sequence_loops(tree)
     if not isinstance(tree, ast.FunctionDef):
         where = SourceLocation(file, first_line + getattr(tree, "lineno", 1) - 1,
                                getattr(tree, "col_offset", 0) + max(0, indent), fn.__name__)

@@ -1,5 +1,6 @@
 """Loop forms met porting Taichi and Numba programs: ``kd.ndrange`` axes given as
-(start, stop) pairs, and ``s /= x`` as a parallel product reduction."""
+(start, stop) pairs, ``s /= x`` as a parallel product reduction, and loops over arrays
+(``for v in a``, ``enumerate``, ``zip``)."""
 
 import numpy as np
 import pytest
@@ -111,3 +112,40 @@ def test_divide_reduction_read_inside_the_loop_is_an_error():
 
     with pytest.raises(kd.CompileError, match="reduction variable 's' is read"):
         bad(np.ones(3))
+
+
+@kd.kernel
+def over_arrays(a, b, rows, pos, out):
+    s = 0.0
+    for v in a:
+        if v > 0.9:
+            break
+        s += v
+    for i, v in enumerate(b, 1):
+        s += i * v
+    for u, v in zip(a, b[1:]):
+        s -= u * v
+    for i in kd.prange(rows.shape[0]):
+        t = 0.0
+        for k, x in enumerate(rows[i]):
+            t += k * x
+        out[i] = t
+    for p in pos:
+        s += kd.dot(p, p)
+    sums = kd.cumsum(a)
+    for c in sums[::2]:
+        s += c
+    for row in rows:
+        for x in row:
+            s += x * 0.5
+    return s
+
+
+def test_loops_over_arrays_enumerate_and_zip(rng):
+    a = positive_floats(rng, 9, np.float64)
+    b = positive_floats(rng, 7, np.float64)
+    rows = positive_floats(rng, (5, 4), np.float64)
+    pos = positive_floats(rng, (3, 3), np.float32)
+    out = np.zeros(5)
+    check(over_arrays, a, b, rows, pos, out, rtol=1e-6)
+    assert out[1] == pytest.approx(float(np.arange(4) @ rows[1]))
