@@ -5,7 +5,9 @@ given; before a call writes arrays, the tape copies them (a snapshot: the arrays
 call found them). ``tape.backward(loss)`` walks the calls last to first and runs each
 one's vector-Jacobian product (kdsl/ir/autodiff/vjp.py) on the arrays as that call saw
 them (the snapshots, never the user's arrays, which keep their final values), passing
-adjoint arrays from call to call. What reaches the arrays made with
+adjoint arrays from call to call. A call on CPU arrays that writes no array and returns
+one float is run by its ``kd.value_and_grad`` kernel as it is recorded (without
+checkpoints): its product is then that gradient times the seed. What reaches the arrays made with
 ``requires_grad=True`` is added into their ``.grad``.
 
 With ``checkpoint_every=k`` the tape copies an array only before its first write in
@@ -27,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from kdsl import types as T
+from kdsl.errors import CompileError
 from kdsl.runtime.kernel import Kernel
 
 _PLAIN_CALL = Kernel.__call__
@@ -57,6 +60,9 @@ class _Call:
     argnums: tuple[int, ...]  # the arguments differentiated; () for a call with no gradient
     written: tuple[int, ...]  # the positions of the arrays it writes
     snapshots: dict[int, Any] = field(default_factory=dict)  # id(array) -> copy before
+    # a call that writes no array and returns a float: its gradient, taken when recorded
+    # (by kd.grad's kernel, which also gives the value), scaled on the way back
+    gradient: tuple | None = None
 
 
 @dataclass
@@ -75,6 +81,21 @@ def _recording_call(kernel: Kernel, *args: Any) -> Any:
     if tape is None or tape._busy or type(kernel) is not Kernel:  # kd.grad, kd.jvp: not recorded
         return _PLAIN_CALL(kernel, *args)
     return tape._record(kernel, args)
+
+
+_gradients: weakref.WeakKeyDictionary[Kernel, dict[tuple[int, ...], Any]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _value_and_gradient(kernel: Kernel, argnums: tuple[int, ...]) -> Any:
+    """``kd.value_and_grad(kernel, argnums)``, made once per kernel and argnums."""
+    from kdsl.runtime.gradient import value_and_grad
+
+    by_argnums = _gradients.setdefault(kernel, {})
+    found = by_argnums.get(argnums)
+    if found is None:
+        found = by_argnums[argnums] = value_and_grad(kernel, argnums)
+    return found
 
 
 def _is_array(a: Any) -> bool:
@@ -203,7 +224,16 @@ class Tape:
             if id(a) not in kept:
                 kept[id(a)] = _copy(a)
                 self.memory_bytes += _nbytes(a)
-        result = _PLAIN_CALL(kernel, *plain)
+        if argnums and self._takes_gradient_now(compiled, plain, written):
+            self._busy = True
+            try:
+                result, call.gradient = _value_and_gradient(kernel, argnums)(*plain)
+            except CompileError:  # raised by backward, where the seed is not zero
+                result = _PLAIN_CALL(kernel, *plain)
+            finally:
+                self._busy = False
+        else:
+            result = _PLAIN_CALL(kernel, *plain)
         for k in argnums:
             if _is_array(args[k]):
                 self._active.add(id(args[k]))
@@ -213,6 +243,16 @@ class Tape:
         if argnums:
             self._remember_returned(result, kernel.__name__)
         return result
+
+    def _takes_gradient_now(self, compiled: Any, plain: tuple, written: tuple[int, ...]) -> bool:
+        """Whether a call's gradient is taken as it is recorded: the call writes no array
+        and returns one float (its product is then its gradient times the seed), on the
+        CPU, without checkpoints (which run calls again)."""
+        results = [getattr(r, "type", r) for r in getattr(compiled, "results", None) or ()]
+        return (not written and self.checkpoint_every is None and len(results) == 1
+                and isinstance(results[0], T.ScalarType) and results[0].is_float
+                and not getattr(compiled, "returns_tuple", False)
+                and all(getattr(a, "device", "cpu") == "cpu" for a in plain if _is_array(a)))
 
     def _remember_returned(self, result: Any, kernel_name: str) -> None:
         for value in result if isinstance(result, tuple) else (result,):
@@ -304,11 +344,31 @@ class Tape:
         for index in reversed(calls):
             call = self._calls[index]
             seed = scalar_adjoints.get(index, 0.0)
-            if call.argnums and (seed != 0.0 or any(
+            if call.gradient is not None:
+                if seed != 0.0:
+                    self._scale_gradient(call, seed, adjoints, scalar_adjoints)
+            elif call.argnums and (seed != 0.0 or any(
                     id(call.args[k]) in adjoints for k in call.written)):
                 self._reverse(call, versions, adjoints, scalar_adjoints, seed,
                               kept.get(index, set()))
             versions.update(call.snapshots)
+
+    def _scale_gradient(self, call: _Call, seed: float, adjoints: dict[int, Any],
+                        scalar_adjoints: dict[int, float]) -> None:
+        """The product of a call whose gradient was taken when it was recorded."""
+        assert call.gradient is not None
+        for k, g in zip(call.argnums, call.gradient):
+            source = call.args[k]
+            if _is_array(source):
+                scaled = (g if isinstance(g, np.ndarray) else g.numpy()) * g.dtype.type(seed)
+                found = adjoints.get(id(source))
+                if found is None:
+                    adjoints[id(source)] = scaled
+                else:
+                    found[...] += scaled
+            elif isinstance(source, TapeScalar):
+                scalar_adjoints[source.call] = (scalar_adjoints.get(source.call, 0.0)
+                                                + seed * float(g))
 
     def _run_again(self, segment: _Segment, calls: range, versions: dict[int, Any]) -> None:
         """Runs the calls of a segment again from its checkpoint, on copies, keeping what

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 import kdsl as kd
 from kdsl.runtime.vjp_kernel import vjp_kernel
@@ -75,3 +76,59 @@ def test_the_product_is_built_as_the_gradient_is() -> None:
     grad_text: Any = kd.grad(pair_energy).ir(p0, 1.0)
     for op in ("parallel_for", " for ", "atomic_rmw", "array_new"):
         assert vjp_text.count(op) == grad_text.count(op), op
+
+
+@kd.kernel
+def sorted_weighted(x: kd.Array[kd.f64], w: kd.Array[kd.f64]) -> kd.f64:
+    y = kd.zeros(x.shape[0], kd.f64)
+    for i in range(x.shape[0]):
+        y[i] = x[i]
+    kd.sort(y)
+    s = 0.0
+    for i in range(y.shape[0]):
+        s += y[i] * w[i]
+    return s
+
+
+def test_a_value_off_the_loss_path_that_has_no_gradient() -> None:
+    """A recorded call whose gradient cannot be taken is an error only where its value
+    reaches the loss."""
+    x0, w = np.random.default_rng(25).random(6), np.random.default_rng(26).random(6)
+    x = kd.array(x0, requires_grad=True)
+    with kd.Tape() as tape:
+        logged = sorted_weighted(x, w)
+        energy = weighted(x, w)
+    assert np.isclose(float(logged), float(np.sort(x0) @ w), rtol=1e-12)
+    tape.backward(energy)
+    np.testing.assert_allclose(x.grad.numpy(), w, rtol=1e-12)
+    with pytest.raises(kd.CompileError, match="kd.sort of a differentiated array"):
+        tape.backward(logged)
+
+
+@kd.kernel
+def weighted(x: kd.Array[kd.f64], w: kd.Array[kd.f64]) -> kd.f64:
+    s = 0.0
+    for i in range(x.shape[0]):
+        s += x[i] * w[i]
+    return s
+
+
+def test_the_gradient_of_the_values_the_call_found() -> None:
+    """A call's gradient is of the arrays as it found them, whatever later calls write."""
+    x0, w = np.random.default_rng(27).random(5), np.random.default_rng(28).random(5)
+    x = kd.array(x0, requires_grad=True)
+    with kd.Tape() as tape:
+        s = weighted(x, w)
+        square_in_place(x)
+        loss = weighted(x, w)
+    tape.backward(s)
+    np.testing.assert_allclose(x.grad.numpy(), w, rtol=1e-12)
+    tape.zero()
+    tape.backward(loss)
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * x0 * w, rtol=1e-12)
+
+
+@kd.kernel
+def square_in_place(x: kd.Array[kd.f64]):
+    for i in range(x.shape[0]):
+        x[i] = x[i] * x[i]
