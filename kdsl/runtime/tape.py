@@ -158,7 +158,8 @@ class Tape:
         self._returned: dict[int, tuple[Any, str]] = {}
         self._busy = False
         self.memory_bytes = 0
-        """Bytes the tape holds in copies of the arrays the recorded calls overwrote."""
+        """Bytes the tape holds: copies of the arrays the recorded calls overwrote, and the
+        gradients of the calls whose gradient was taken as they were recorded."""
         self.saved_bytes = 0
         """The largest storage a call's reverse sweep kept in the last ``backward``."""
 
@@ -228,6 +229,8 @@ class Tape:
             self._busy = True
             try:
                 result, call.gradient = _value_and_gradient(kernel, argnums)(*plain)
+                self.memory_bytes += sum(_nbytes(g) for g in call.gradient or ()
+                                         if hasattr(g, "nbytes"))
             except CompileError:  # raised by backward, where the seed is not zero
                 result = _PLAIN_CALL(kernel, *plain)
             finally:

@@ -121,6 +121,8 @@ def test_the_gradient_of_the_values_the_call_found() -> None:
         s = weighted(x, w)
         square_in_place(x)
         loss = weighted(x, w)
+    # the copy of x before square_in_place overwrote it, and the two gradients kept
+    assert tape.memory_bytes == 3 * x0.nbytes
     tape.backward(s)
     np.testing.assert_allclose(x.grad.numpy(), w, rtol=1e-12)
     tape.zero()
