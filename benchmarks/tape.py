@@ -13,27 +13,14 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def best_time(fn: Callable[[], Any], seconds: float = 2.0, repeats: int = 10) -> float:
-    fn()
-    best = float("inf")
-    started = time.perf_counter()
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-        if time.perf_counter() - started > seconds:
-            break
-    return best
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from grad import best_time, energy_source  # type: ignore[import-not-found]  # noqa: E402
 
 
 def tape_row(kernel: Any, pos: np.ndarray, forward_s: float, grad_s: float | None = None) -> None:
@@ -64,9 +51,6 @@ def tape_row(kernel: Any, pos: np.ndarray, forward_s: float, grad_s: float | Non
 
 
 def nbody(n: int) -> None:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from grad import energy_source  # type: ignore[import-not-found]
-
     import kdsl as kd
 
     kernel = energy_source()
