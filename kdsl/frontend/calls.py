@@ -180,11 +180,24 @@ def _where(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     return lo.mark_weak(lo.op("select", c, lo.coerce(a, t, node), lo.coerce(b, t, node), node=node), weak)
 
 
+def _parse_number_string(lo: FunctionLowering, node: ast.Call, arg: Any, target: Any) -> Any:
+    """``float("inf")``, ``int("3")``, ``kd.f32("nan")``: a string literal converted while
+    compiling, as Python converts it; any other argument unchanged."""
+    if not (isinstance(arg, Static) and isinstance(arg.obj, str)):
+        return arg
+    convert = int if target.is_integer else bool if target == T.bool_ else float
+    try:
+        return Static(convert(arg.obj))
+    except ValueError as exc:
+        lo.error(f"{exc}", node)
+
+
 def _python_cast(target: T.ScalarType) -> Handler:
     def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         if not args:
             return lo.constant({T.f64: 0.0, T.i64: 0, T.bool_: False}[target])
         _arity(lo, node, args, 1, target.name)
+        args = [_parse_number_string(lo, node, args[0], target)]
         (v,) = _values(lo, node, args)
         if not isinstance(v.type, T.ScalarType):
             lo.error(python_cast_message(v.type, {T.f64: "float", T.i64: "int"}.get(target, "bool")),
@@ -489,9 +502,14 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
     args = [lo.expr(a) for a in node.args]
     if any(isinstance(a, ast.Starred) for a in node.args):
         lo.error("*args in calls are not supported in kernels", node)
+    if isinstance(fn, type) and issubclass(fn, np.generic):  # np.float32(x), as in Numba
+        try:
+            fn = T.scalar_from_numpy(np.dtype(fn))
+        except TypeError as exc:
+            lo.error(str(exc), node)
     if isinstance(fn, T.ScalarType):
         _arity(lo, node, args, 1, fn.name)
-        v = lo.value_of(args[0], node)
+        v = lo.value_of(_parse_number_string(lo, node, args[0], fn), node)
         if not isinstance(v.type, T.ScalarType):
             lo.error(f"cannot cast a value of type {v.type} to {fn}", node)
         literal = lo.builder.known_constants.get(v)

@@ -15,7 +15,7 @@ from typing import Any
 
 from kdsl import builtins as kb
 from kdsl import types as T
-from kdsl.frontend import neighbor_loops, random_draws
+from kdsl.frontend import neighbor_loops, random_draws, sequence_loops
 from kdsl.frontend.analysis import (
     assigned_names,
     first_jump,
@@ -200,7 +200,12 @@ class LoopLowering(StaticLoopLowering):
             if not is_array(self.expr(sequence)):
                 self.error("a kernel can only loop over range(), kd.prange(), kd.ndrange() "
                            "or arrays", sequence)
-        space = self.serial_axes.pop(id(node), None) or self.iteration_space(node.iter)
+        space = self.serial_axes.pop(id(node), None)
+        if space is None and not self._loops_over_range(node.iter):
+            # for c in kd.cumsum(a): a loop over the array an expression gives
+            self.block(sequence_loops.loop_over_value(node, f"_kd_iterated_{id(node)}"))
+            return
+        space = space or self.iteration_space(node.iter)
         if space.parallel and self.parallel_depth > 0:
             self.nested_parallel_loop(node, space)
         elif space.parallel:
@@ -237,6 +242,12 @@ class LoopLowering(StaticLoopLowering):
             self.error("'return' inside a parallel loop: iterations run concurrently",
                        first_jump(node.body, (ast.Return,), True) or node)
         return targets  # type: ignore[return-value]
+
+    def _loops_over_range(self, node: ast.expr) -> bool:
+        """``range(...)``, ``kd.prange(...)`` or ``kd.ndrange(...)``."""
+        if not isinstance(node, ast.Call) or isinstance(node.func, ast.Lambda):
+            return False
+        return getattr(self.expr(node.func), "obj", None) in (range, kb.prange, kb.ndrange)
 
     def iteration_space(self, node: ast.expr) -> IterationSpace:
         if not isinstance(node, ast.Call):

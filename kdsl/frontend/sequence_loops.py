@@ -88,6 +88,24 @@ class _Rewriter(ast.NodeTransformer):
         return out
 
 
+def loop_over_value(node: ast.For, name: str) -> list[ast.stmt]:
+    """``for v in <expression>`` (``for c in kd.cumsum(a)``, ``for v in a * 2``): the
+    expression computed once into the local ``name``, then a loop over that array, as
+    ``for v in a`` is rewritten above."""
+    value = ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], node.iter), node)
+    array = ast.copy_location(ast.Name(name, ast.Load()), node.iter)  # errors point here
+    loop = ast.copy_location(ast.For(node.target, array, node.body, [], None), node)
+    rewriter = _Rewriter()
+    rewriter.counter = itertools.count(id(node))  # names distinct from the whole tree's
+    rewritten = rewriter.visit_For(loop)
+    assert isinstance(rewritten, list)
+    for stmt in (value, *rewritten):
+        for child in ast.walk(stmt):
+            if isinstance(child, (ast.expr, ast.stmt)) and not hasattr(child, "lineno"):
+                ast.copy_location(child, node)
+    return [value, *rewritten]
+
+
 def rewrite_sequence_loops(tree: ast.FunctionDef) -> ast.FunctionDef:
     """``tree`` with its loops over arrays made ``range`` loops (the same tree when it has
     none)."""
