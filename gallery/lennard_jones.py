@@ -77,6 +77,23 @@ def cell_coords(p: kd.vec2, box: kd.f32, ncell: kd.i32) -> kd.ivec2:
     return kd.ivec2(max(cx, 0), max(cy, 0))
 
 
+@kd.func
+def add_pair_force(force: kd.vec2, energy: kd.f32, i: kd.i64, j: kd.i64, p: kd.vec2,
+                   pos: kd.Array[kd.vec2], box: kd.f32) -> tuple[kd.vec2, kd.f32]:
+    """``force`` and ``energy`` plus the force on particle ``i`` (at ``p``) from particle
+    ``j`` and their pair energy, if ``j`` is another particle within the cutoff. Both
+    force loops (the cell list and the neighbour grid) sum it over the particles they
+    visit."""
+    if j != i:
+        d = minimum_image(p - pos[j], box)
+        r2 = kd.dot(d, d)
+        if r2 < CUTOFF2:
+            f, e = pair_interaction(r2)
+            force += f * d
+            energy += e
+    return force, energy
+
+
 # --- cell list of the distributed run (mpi_runs/lennard_jones.py) ----------------------
 
 
@@ -131,15 +148,7 @@ def particle_force(i: kd.i32, pos: kd.Array[kd.vec2], box: kd.f32, ncell: kd.i32
         for ox in range(-reach, reach + 1):
             c = (home.x + ox) % ncell + ncell * ((home.y + oy) % ncell)
             for k in range(cell_start[c], cell_start[c + 1]):
-                j = cell_particles[k]
-                if j == i:
-                    continue
-                d = minimum_image(p - pos[j], box)
-                r2 = kd.dot(d, d)
-                if r2 < CUTOFF2:
-                    f, e = pair_interaction(r2)
-                    force += f * d
-                    energy += e
+                force, energy = add_pair_force(force, energy, i, cell_particles[k], p, pos, box)
     return force, 0.5 * energy
 
 
@@ -153,14 +162,7 @@ def compute_forces(pos: kd.Array[kd.vec2], acc: kd.Array[kd.vec2], box: kd.f32) 
         force = kd.vec2(0.0)
         energy = kd.f32(0.0)     # an f32 accumulator, stated explicitly
         for j in grid.neighbors(p, CUTOFF):
-            if j == i:
-                continue
-            d = minimum_image(p - pos[j], box)
-            r2 = kd.dot(d, d)
-            if r2 < CUTOFF2:
-                f, e = pair_interaction(r2)
-                force += f * d
-                energy += e
+            force, energy = add_pair_force(force, energy, i, j, p, pos, box)
         acc[i] = force
         potential += 0.5 * energy            # reduction
     return potential
