@@ -80,6 +80,24 @@ def test_second_process_loads_what_the_first_stored(run_python, tmp_path):
     assert entries(cache) == stored, "the second process rewrote the cache instead of loading"
 
 
+def test_checkout_edited_during_the_session_does_not_change_the_key(run_python, tmp_path):
+    """The processes of a test import the kdsl the session started with: a file of the
+    checkout touched between two of them (a merge while the suite runs) leaves the
+    second loading what the first stored."""
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    write_module(modules)
+    assert run_caller(run_python, modules, cache) == expected()
+    stored = entries(cache)
+    touched = Path(kd.__file__).resolve().parent / "types.py"
+    before = touched.stat()
+    try:
+        os.utime(touched, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000))
+        assert run_caller(run_python, modules, cache) == expected()
+    finally:
+        os.utime(touched, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert entries(cache) == stored
+
+
 def test_changed_kernel_source_is_a_new_entry(run_python, tmp_path):
     modules, cache = tmp_path / "modules", tmp_path / "cache"
     write_module(modules)
