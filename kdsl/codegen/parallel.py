@@ -19,8 +19,13 @@ it saves. A parallel loop inside another runs serially.
 Scatter privatisation: an array that the region only updates with ``+=``/``-=`` (atomics
 whose old value is unused) gets a zeroed private copy per thread when it is small next to
 the number of iterations; threads update their copy without atomics and the copies are
-added into the array after the region. Contended atomic adds on a small grid (a
-particle-to-grid scatter, a histogram) otherwise serialise the threads.
+added into the array after the region (by one helper per element type when the array is
+contiguous). Contended atomic adds on a small grid (a particle-to-grid scatter, a
+histogram) otherwise serialise the threads. In a loop marked ``many_updates`` (a
+gradient's reverse sweep) a copy is almost always made: its region updates the copy (or,
+in a team of one, the array) with no atomic path, and the atomic path, for arrays too
+large to copy, is a second region optimised for size. Each update choosing between the
+two at run time would make LLVM optimise and vectorise both versions of every loop.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ HEADER_T = ir.LiteralStructType([i8_ptr, i64.as_pointer(), i64, i64, i64, i64])
 REGION_T = ir.FunctionType(void, [i8_ptr, i64, i64, i64, i64, ir.IntType(1)])
 PRIVATE_COPY_LIMIT = 1 << 22  # elements; larger scatter targets stay atomic
 PRIVATE_COPY_RATIO = 4  # privatise when iterations >= RATIO * elements
+# merge(array, copies, count, threads): see ParallelLoops._merge_helper
+MERGE_T = ir.FunctionType(void, [i8_ptr, i8_ptr, i64, i64])
 
 
 def scatter_targets(body: Block, free: list[Value]) -> list[Value]:
@@ -354,6 +361,12 @@ class ParallelLoops:
             scalar_t = T.element_scalar(array.type.dtype)
             lt = flat_types(scalar_t)[0]
             used = self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
+            if array.type.contiguous:  # element k of the array is element k of each copy
+                with self.b.if_then(used):
+                    self.b.call(self._merge_helper(scalar_t), [
+                        self.b.bitcast(view.data, i8_ptr), buffer, total,
+                        self.b.zext(nthreads, i64)])
+                continue
             with self.b.if_then(used):
                 def per_thread(tid: ir.Value, carried: list[Repr], view: ArrayView = view,
                                buffer: ir.Value = buffer, total: ir.Value = total,
@@ -371,6 +384,37 @@ class ParallelLoops:
 
                 self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64),
                                    ir.Constant(i64, 1), [], [], per_thread)
+
+    def _merge_helper(self, scalar_t: T.ScalarType) -> ir.Function:
+        """``merge(array, copies, count, threads)``: ``array[k] += copies[t * count + k]``
+        for every thread t and k < count (the private copies of a contiguous array added
+        into it); one vectorised loop per element type and module, not one per array."""
+        return self._helper(f"kdsl.merge_copies.{scalar_t}", MERGE_T,
+                            lambda fn: self._emit_merge(fn, scalar_t))
+
+    def _emit_merge(self, fn: ir.Function, scalar_t: T.ScalarType) -> None:
+        b, one, zero = self.b, ir.Constant(i64, 1), ir.Constant(i64, 0)
+        target, copies, count, threads = fn.args
+        for pointer in (target, copies):
+            pointer.add_attribute("noalias")  # a copy is memory of its own
+        lt = flat_types(scalar_t)[0]
+        target_p = b.bitcast(target, lt.as_pointer())
+        copies_p = b.bitcast(copies, lt.as_pointer())
+
+        def per_thread(tid: ir.Value, carried: list[Repr]) -> list[Repr]:
+            base = b.mul(tid, count)
+
+            def add(k: ir.Value, carried: list[Repr]) -> list[Repr]:
+                p = b.gep(target_p, [k])
+                q = b.gep(copies_p, [b.add(base, k)])
+                b.store(self.scalar.op_add(scalar_t, b.load(p), b.load(q)), p)
+                return []
+
+            self._counted_loop(zero, count, one, [], [], add)
+            return []
+
+        self._counted_loop(zero, threads, one, [], [], per_thread)
+        b.ret_void()
 
     def _own_when_alone(self, own: ArrayView, private: ArrayView) -> ArrayView:
         """The array's own view in a team of one thread, the thread's copy otherwise."""
@@ -404,8 +448,8 @@ class ParallelLoops:
             iterations = self.b.mul(iterations, e)
         nthreads = self._team_size(iterations, cost)
         targets = scatter_targets(body, free)
-        copies = self._private_copies(targets, extents, nthreads,
-                                      bool(op.attrs.get("many_updates")))
+        many_updates = bool(op.attrs.get("many_updates")) and bool(targets)
+        copies = self._private_copies(targets, extents, nthreads, many_updates)
         # the context: a header run_team fills in, then the status, extents, captured
         # values, private copies and reduction partials
         fields: list[ir.Value] = [self.status, *extents]
@@ -425,7 +469,17 @@ class ParallelLoops:
         ctx = self._entry_alloca(struct_t)
         for k, f in enumerate(passed):
             self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k + 1)]))
-        region = self._emit_region(body, struct_t, fields, ndim, free, targets, types, kinds)
+        region_args = (body, struct_t, fields, ndim, free, targets, types, kinds)
+        region = self._emit_region(*region_args, "copies" if many_updates else "choose")
+        team_region = self.b.bitcast(region, i8_ptr)
+        if many_updates:  # arrays too large to copy: atomic updates, in a region of their own
+            copied = [self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
+                      for buffer, _ in copies]
+            all_copied = copied[0]
+            for c in copied[1:]:
+                all_copied = self.b.and_(all_copied, c)
+            atomic = self._emit_region(*region_args, "atomic")
+            team_region = self.b.select(all_copied, team_region, self.b.bitcast(atomic, i8_ptr))
         ctx_ptr = self.b.bitcast(ctx, i8_ptr)
         fn = self.b.function
         serial_bb = fn.append_basic_block("parallel.serial")
@@ -439,7 +493,7 @@ class ParallelLoops:
         self.b.branch(done_bb)
         self.b.position_at_end(team_bb)
         team_chunks = self.b.call(self._run_team(), [
-            ctx_ptr, self.b.bitcast(region, i8_ptr), nthreads, iterations, extents[0],
+            ctx_ptr, team_region, nthreads, iterations, extents[0],
             ir.Constant(i64, cost), ir.Constant(ir.IntType(1), int(vectorised)),
         ])
         self.b.branch(done_bb)
@@ -467,10 +521,16 @@ class ParallelLoops:
 
     def _emit_region(self, body: Block, struct_t: ir.LiteralStructType,
                      fields: list[ir.Value], ndim: int, free: list[Value], targets: list[Value],
-                     types: list[Any], kinds: tuple[str, ...]) -> ir.Function:
+                     types: list[Any], kinds: tuple[str, ...], updates: str) -> ir.Function:
         """The loop body as ``region(ctx, lower, upper, chunk, tid, single)``: axis 0 from
         ``lower`` to ``upper``, its reduction partials stored as chunk ``chunk``'s; ``tid``
-        is the thread's number and ``single`` whether it runs alone."""
+        is the thread's number and ``single`` whether it runs alone.
+
+        ``updates`` says how the scatter targets are updated: ``"choose"``, the thread's
+        copy where one was made and atomically otherwise, chosen at each update;
+        ``"copies"``, the copy (every target has one, or the team is of one thread);
+        ``"atomic"``, atomically, in a function optimised for size (the rare case of
+        arrays too large to copy)."""
         self.region_count += 1
         name = f"{self.kernel.name}.parallel.{self.region_count}"
         fn = ir.Function(self.module, REGION_T, name)
@@ -478,6 +538,9 @@ class ParallelLoops:
         # called directly on the calling thread too: never inlined there (a second copy
         # of the loop, vectorised again, for nothing but compile time)
         fn.attributes.add("noinline")
+        if updates == "atomic":
+            fn.attributes.add("optsize")
+            fn.attributes.add("minsize")
         saved = (self.scalar.builder, self.status, dict(self.values), self.in_parallel,
                  dict(self.private_copies), self.single_thread)
         self._start_function(fn)
@@ -504,11 +567,16 @@ class ParallelLoops:
         for array in targets:
             buffer, total = loaded[position], loaded[position + 1]
             position += 2
-            use_copy = self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
+            if updates == "atomic":
+                continue
             private = self._private_view(self.values[array], buffer, tid, total,
                                          T.element_scalar(array.type.dtype))
-            # a team of one updates the array itself as its copy: one plain path, not two
-            self.private_copies[array] = (self.b.or_(use_copy, single),
+            use_copy: ir.Value = ir.Constant(ir.IntType(1), 1)
+            if updates == "choose":
+                # a team of one updates the array itself as its copy: one plain path, not two
+                use_copy = self.b.or_(
+                    self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None)), single)
+            self.private_copies[array] = (use_copy,
                                           self._own_when_alone(self.values[array], private))
         partials = loaded[position:]
         accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
@@ -535,18 +603,25 @@ class ParallelLoops:
         use_copy, private = entry
         array = op.operands[0]
         saved = self.values[array]
-        with self.b.if_else(use_copy) as (then, otherwise):
-            with then:
-                self.values[array] = private
-                pointers = self._element_pointers(op, op.operands[1:-1])
-                value = self.values[op.operands[-1]]
-                scalar_t = T.element_scalar(op.operands[-1].type)
-                combine = self.scalar.op_add if op.attrs["kind"] == "add" else self.scalar.op_sub
-                for p, v in zip(pointers, flatten(value)):
-                    self.b.store(combine(scalar_t, self.b.load(p), v), p)
-                self.values[array] = saved
-            with otherwise:
-                atomic()
+
+        def update_copy() -> None:
+            self.values[array] = private
+            pointers = self._element_pointers(op, op.operands[1:-1])
+            value = self.values[op.operands[-1]]
+            scalar_t = T.element_scalar(op.operands[-1].type)
+            combine = self.scalar.op_add if op.attrs["kind"] == "add" else self.scalar.op_sub
+            for p, v in zip(pointers, flatten(value)):
+                self.b.store(combine(scalar_t, self.b.load(p), v), p)
+            self.values[array] = saved
+
+        if isinstance(use_copy, ir.Constant):  # the region always has the copy
+            update_copy()
+        else:
+            with self.b.if_else(use_copy) as (then, otherwise):
+                with then:
+                    update_copy()
+                with otherwise:
+                    atomic()
         # the old value is unused (that is what made the array a scatter target)
         zero = self._identity("add", op.result.type)
         return [zero]

@@ -283,7 +283,9 @@ class ReverseSweep(AdjointEmitter):
             self.accumulate(inits[k], results[slot])
         for f, r in zip(free, results[len(active):]):
             self.adj[f] = r
-        self._flush_registers(loads, results[len(active) + len(free):], tape.trip, m)
+        if loads:
+            ran = self.op("gt", tape.trip, self.b.constant(0, _INDEX))
+            self._flush_registers(loads, results[len(active) + len(free):], ran, m)
         if tape.snapshots:  # the state as it was before the loop
             ran = self.op("gt", tape.trip, zero)
             then, otherwise = Block(), Block()
@@ -412,10 +414,10 @@ class ReverseSweep(AdjointEmitter):
         registers.update(saved_registers)
         return carried_loop(self.b, [zero, count, one], initial, new_body)
 
-    def _flush_registers(self, loads: dict[LoadKey, Any], sums: Sequence[Value], trip: Value,
+    def _flush_registers(self, loads: dict[LoadKey, Any], sums: Sequence[Value], ran: Value,
                          m: dict[Value, Value]) -> None:
         """Adds the summed adjoints of invariant elements into their arrays (only when
-        the loop ran: otherwise its indices were never checked)."""
+        the loop ran, ``ran``: otherwise its indices were never checked)."""
         registers = self.load_registers
         outer = [(key, v) for key, v in zip(loads, sums) if key in registers]
         for key, v in outer:  # an enclosing loop sums them in its own register
@@ -423,7 +425,6 @@ class ReverseSweep(AdjointEmitter):
         direct = [(key, v) for key, v in zip(loads, sums) if key not in registers]
         if not direct:
             return
-        ran = self.op("gt", trip, self.b.constant(0, _INDEX))
         then, otherwise = Block(), Block()
         with self.b.at(then):
             for key, v in direct:
@@ -545,8 +546,12 @@ class ReverseSweep(AdjointEmitter):
         for f, r in zip(free, results[carried:]):
             self.adj[f] = r
         if loads:
-            self._flush_registers(loads, results[carried + len(free):],
-                                  self._trip_count(start, stop, step), m)
+            # the test the loop itself makes before its first iteration, where it is one
+            # (code generation can then tell that the sums are zero when it is false)
+            ran = (self.op("lt", start, stop) if self._constant_of(step) == 1
+                   else self.op("gt", self._trip_count(start, stop, step),
+                                self.b.constant(0, _INDEX)))
+            self._flush_registers(loads, results[carried + len(free):], ran, m)
 
 
 def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Value],
