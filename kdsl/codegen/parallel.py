@@ -210,6 +210,9 @@ class ParallelLoops:
         fn = ir.Function(self.module, fn_type, name)
         fn.linkage = "internal"
         fn.attributes.add("noinline")
+        # run once per team, not per iteration: LLVM leaves them as they are (optimising
+        # and selecting instructions for them cost a sixth of a small kernel's compile)
+        fn.attributes.add("optnone")
         saved = self.scalar.builder
         self._start_function(fn)
         emit(fn)

@@ -5,8 +5,10 @@ against NumPy and ``kernel.python``."""
 
 import numpy as np
 import pytest
+from kdsl_cpu_util import with_threads
 
 import kdsl as kd
+from kdsl.runtime.threads import set_min_parallel_work
 
 
 @kd.kernel
@@ -54,3 +56,29 @@ def test_an_operand_that_does_not_broadcast_is_a_shape_error(rng):
     arrays[2] = np.ones((2, 7), np.float32)
     with pytest.raises(ValueError, match="shapes"):
         five_operands(*arrays, np.zeros((5, 7), np.float32))
+
+
+@kd.kernel
+def scaled_copy(a: kd.Array[kd.f32], out: kd.Array[kd.f32]):
+    for i in kd.prange(a.shape[0]):
+        out[i] = 2.0 * a[i]
+
+
+def test_the_team_helpers_are_not_optimised_per_kernel(rng):
+    """run_team and team_driver run once per team: LLVM compiles them as written."""
+    a = rng.uniform(-1.0, 1.0, 100_000).astype(np.float32)
+    out = np.zeros_like(a)
+    text = scaled_copy.llvm_ir(a, out)
+    helpers = [line for line in text.splitlines()
+               if line.startswith("define") and ("kdsl.run_team" in line or "kdsl.team_driver" in line)]
+    assert len(helpers) == 2
+    assert all("optnone" in line for line in helpers)
+    previous_work = set_min_parallel_work(0)  # a team runs even a short loop
+    try:
+        with_threads(2, scaled_copy, a, out)
+    finally:
+        set_min_parallel_work(previous_work)
+    np.testing.assert_array_equal(out, 2.0 * a)
+    reference = np.zeros_like(a)
+    scaled_copy.python(a, reference)
+    np.testing.assert_array_equal(out, reference)
