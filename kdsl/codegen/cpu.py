@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import platform
 import struct
 import threading
@@ -18,20 +19,44 @@ from typing import Any
 from kdsl.timings import stage
 
 _lock = threading.Lock()
+_llvm_lock = threading.Lock()
 _state: dict[str, Any] = {}
 
 
 def llvm() -> Any:
     """llvmlite's binding layer, initialised once (imported lazily: it costs ~30 ms)."""
     if "binding" not in _state:
-        import llvmlite.binding as binding
+        with _llvm_lock:
+            if "binding" not in _state:
+                import llvmlite.binding as binding
 
-        binding.initialize_all_targets()
-        binding.initialize_all_asmprinters()
-        binding.initialize_native_target()
-        binding.initialize_native_asmprinter()
-        _state["binding"] = binding
+                binding.initialize_all_targets()
+                binding.initialize_all_asmprinters()
+                binding.initialize_native_target()
+                binding.initialize_native_asmprinter()
+                _state["binding"] = binding
     return _state["binding"]
+
+
+def start_loading_llvm() -> None:
+    """Loads LLVM (``llvm()``) on a thread of its own, for a compile that needs it once
+    its frontend, passes and code generation are done: loading LLVM's shared library
+    waits on the disk and the dynamic loader, not on the interpreter, so it overlaps them."""
+    if "binding" in _state or "loader" in _state:
+        return
+    with _lock:
+        if "loader" in _state:
+            return
+        loader = _state["loader"] = threading.Thread(target=_load_quietly, name="kdsl-llvm",
+                                                     daemon=True)
+    loader.start()
+
+
+def _load_quietly() -> None:
+    try:
+        llvm()
+    except Exception:  # noqa: BLE001 - the compile's own call to llvm() reports it
+        pass
 
 
 def new_target_machine() -> Any:
@@ -122,7 +147,6 @@ def link_shared_library(code: bytes) -> bytes | None:
     ld = linker()
     if ld is None or platform.system() != "Linux":
         return None
-    import subprocess
     import tempfile
 
     try:
@@ -131,13 +155,25 @@ def link_shared_library(code: bytes) -> bytes | None:
             write_file(obj, code)
             # libm only where the code calls out (searching for it is half the link)
             libraries = ["-lm", *vector_math_libraries(code)] if has_undefined_symbols(code) else []
-            result = subprocess.run([ld, "-shared", "-o", str(lib), str(obj), *libraries],
-                                    capture_output=True)
-            if result.returncode != 0:
+            if run_quietly([ld, "-shared", "-o", str(lib), str(obj), *libraries]) != 0:
                 return None
             return lib.read_bytes()
     except OSError:
         return None
+
+
+def run_quietly(command: list[str]) -> int:
+    """Runs a program with its output discarded; its exit status. Through posix_spawn:
+    no fork of this process, and none of the subprocess module's import time."""
+    quiet = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_WRONLY, 0) for fd in (1, 2)]
+    pid = os.posix_spawn(command[0], command, os.environ, file_actions=quiet)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:  # pragma: no cover - retried by Python itself since 3.5
+            continue
+    return os.waitstatus_to_exitcode(status)
 
 
 def vector_math_libraries(code: bytes) -> list[str]:

@@ -384,6 +384,7 @@ def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
     def build() -> tuple[bytes, bytes | None, dict]:
         from kdsl.codegen import cpu
 
+        cpu.start_loading_llvm()
         text, (emitted, results, written, returns_tuple) = llvm_ir_text(fn, params, options, entry)
         code = cpu.compile_to_object(text)
         with stage("link"):
