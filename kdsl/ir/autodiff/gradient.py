@@ -52,17 +52,20 @@ class ReverseKernel:
 
 Seed = Callable[[ReverseSweep, Value], Value]
 """The adjoint the kernel's returned value starts with (given the sweep and the value)."""
+Tidy = Callable[[Block, list[Value], list[Value]], None]
+"""A rewrite of the body given the kernel's array arguments and the values it returns."""
 
 
 def build_reverse(fn: Function, argnums: tuple[int, ...], extra_args: list[Value],
                   result: Value | None, seed: Seed, keep_state: bool,
-                  want_value: bool) -> ReverseKernel:
+                  want_value: bool, tidy: Tidy | None = None) -> ReverseKernel:
     """The forward and reverse sweeps of ``fn`` with respect to the arguments at
     ``argnums``, shared by the gradient and the vector-Jacobian product. The new body's
     arguments are ``fn``'s, one adjoint array per differentiated array, then
     ``extra_args``. ``keep_state``: the arrays the kernel updates in place are left as
     the call found them; ``want_value``: the kernel's value is computed (sums deferred
-    to the way back are otherwise not rebuilt)."""
+    to the way back are otherwise not rebuilt); ``tidy`` rewrites the body before its
+    kept bytes are counted."""
     ret = fn.body.ops[-1]
     roots = [fn.args[k] for k in argnums]
     varied, varied_arrays = varied_values(fn.body, roots)
@@ -104,7 +107,11 @@ def build_reverse(fn: Function, argnums: tuple[int, ...], extra_args: list[Value
     if keep_state:
         sweep.restore_snapshots(entry_state, m)
     grads = [sweep.adjoint_or_zero(a) for a in roots if not isinstance(a.type, T.ArrayType)]
-    saved_bytes = count_tape_bytes(body, sweep.tape_arrays)
+    if tidy is not None:
+        tidy(body, [a for a in fn.args if isinstance(a.type, T.ArrayType)],
+             grads + ([value] if value is not None else []))
+    made_arrays = {op.result for op in body.walk() if op.name == "array_new"}
+    saved_bytes = count_tape_bytes(body, sweep.tape_arrays & made_arrays)
     names = [adjoint_name(fn.arg_names[k]) for k in argnums
              if isinstance(fn.args[k].type, T.ArrayType)]
     return ReverseKernel(body, value, grads, saved_bytes, names)

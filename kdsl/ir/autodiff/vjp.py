@@ -18,6 +18,7 @@ from kdsl.ir.autodiff.activity import is_float
 from kdsl.ir.autodiff.emitter import located_error
 from kdsl.ir.autodiff.gradient import build_reverse
 from kdsl.ir.autodiff.reverse import ReverseSweep
+from kdsl.ir.autodiff.vjp_copies import tidy_vjp
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Function, Module, Value
 from kdsl.ir.passes import inline_funcs
@@ -55,7 +56,7 @@ def vector_jacobian_product(module: Module, argnums: tuple[int, ...]) -> None:
 
     # the tape passes copies of the arrays the kernel writes: no state to restore
     made = build_reverse(fn, argnums, [seed_arg], result, seed, keep_state=False,
-                         want_value=False)
+                         want_value=False, tidy=tidy_vjp)
     builder = IRBuilder(made.body)
     builder.location = ret.location
     builder.create("return", [*made.grads, made.saved_bytes])
