@@ -34,8 +34,11 @@ def primal_parameters(params: list[Parameter], argnums: Sequence[int],
         primal = params[:len(params) - extra]
         count = sum(1 for k in argnums if k < len(primal) and _is_array(primal[k]))
         if count == extra:
-            return primal
+            break
         extra += 1
+    if vjp and primal and primal[-1].name == "return":  # the returned array's (vjp.py)
+        primal = primal[:-1]
+    return primal
 
 
 def gradient_results(results: list[VariableType], primal: list[Parameter],
@@ -46,7 +49,8 @@ def gradient_results(results: list[VariableType], primal: list[Parameter],
     from kdsl.frontend.scope import VariableType
 
     return list(results[:0 if vjp else 1]) + [VariableType(primal[k].type, primal[k].weak)
-                                for k in argnums if not _is_array(primal[k])] + [
+                                for k in argnums
+                                if k < len(primal) and not _is_array(primal[k])] + [
         VariableType(T.i64, False)]
 
 

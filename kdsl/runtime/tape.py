@@ -7,8 +7,10 @@ one's vector-Jacobian product (kdsl/ir/autodiff/vjp.py) on the arrays as that ca
 them (the snapshots, never the user's arrays, which keep their final values), passing
 adjoint arrays from call to call. A call on CPU arrays that writes no array and returns
 one float is run by its ``kd.value_and_grad`` kernel as it is recorded (without
-checkpoints): its product is then that gradient times the seed. What reaches the arrays made with
-``requires_grad=True`` is added into their ``.grad``.
+checkpoints): its product is then that gradient times the seed. An array an active call
+returns (new memory, not an argument or a view of one) is active too: the call's product
+takes its adjoint as well. What reaches the arrays made with ``requires_grad=True`` is
+added into their ``.grad``.
 
 With ``checkpoint_every=k`` the tape copies an array only before its first write in
 each stretch of ``k`` calls (a checkpoint); ``backward`` runs each stretch again from its
@@ -63,6 +65,9 @@ class _Call:
     # a call that writes no array and returns a float: its gradient, taken when recorded
     # (by kd.grad's kernel, which also gives the value), scaled on the way back
     gradient: tuple | None = None
+    # the float array the call returned, through which gradients flow back, and its type
+    returned: Any = None
+    returned_type: T.ArrayType | None = None
 
 
 @dataclass
@@ -123,6 +128,40 @@ def _zeros_like(a: Any) -> Any:
         return zeros_like(a)
     data = a if isinstance(a, np.ndarray) else a.numpy()
     return np.zeros(data.shape, data.dtype)
+
+
+def _returned_array_type(compiled: Any) -> T.ArrayType | None:
+    """The type of the one array a specialisation returns (None if it returns anything
+    else), as an annotation (any layout)."""
+    meta = getattr(compiled, "meta", None)
+    if meta is not None:  # a CUDA specialisation
+        results, returns_tuple = meta["results"], meta.get("returns_tuple", False)
+    else:
+        results, returns_tuple = compiled.results, compiled.returns_tuple
+    if len(results) != 1 or returns_tuple or not isinstance(results[0].type, T.ArrayType):
+        return None
+    t = results[0].type
+    return T.ArrayType(t.dtype, t.ndim)
+
+
+def _empty_like(a: Any) -> Any:
+    if getattr(a, "device", "cpu") == "cuda":
+        from kdsl.runtime.arrays import empty
+
+        return empty(a.shape, a.dtype, "cuda")
+    data = a if isinstance(a, np.ndarray) else a.numpy()
+    return np.empty(data.shape, data.dtype)
+
+
+def _overlaps(a: Any, b: Any) -> bool:
+    """Whether two arrays (on the same device) may share memory."""
+    if getattr(a, "device", "cpu") == "cuda" or getattr(b, "device", "cpu") == "cuda":
+        if getattr(a, "device", "cpu") != getattr(b, "device", "cpu"):
+            return False
+        return bool(a.ptr < b.ptr + b.nbytes and b.ptr < a.ptr + a.nbytes)
+    first = a if isinstance(a, np.ndarray) else a.numpy()
+    second = b if isinstance(b, np.ndarray) else b.numpy()
+    return bool(np.may_share_memory(first, second))
 
 
 def _ones_like(a: Any) -> Any:
@@ -243,9 +282,21 @@ class Tape:
         self._calls.append(call)
         if argnums and isinstance(result, (float, np.floating)):
             return TapeScalar(float(result), self, len(self._calls) - 1)
-        if argnums:
+        returned_type = _returned_array_type(compiled) if argnums else None
+        if returned_type is not None and self._returns_new_array(result, plain):
+            call.returned, call.returned_type = result, returned_type
+            self._active.add(id(result))
+        elif argnums:
             self._remember_returned(result, kernel.__name__)
         return result
+
+    @staticmethod
+    def _returns_new_array(result: Any, args: tuple) -> bool:
+        """Whether the call returned a float array in memory of its own (not an
+        argument's: the gradient of a view of an argument is not followed)."""
+        if not _is_array(result) or np.dtype(result.dtype).kind != "f":
+            return False
+        return not any(_is_array(a) and _overlaps(result, a) for a in args)
 
     def _takes_gradient_now(self, compiled: Any, plain: tuple, written: tuple[int, ...]) -> bool:
         """Whether a call's gradient is taken as it is recorded: the call writes no array
@@ -351,7 +402,8 @@ class Tape:
                 if seed != 0.0:
                     self._scale_gradient(call, seed, adjoints, scalar_adjoints)
             elif call.argnums and (seed != 0.0 or any(
-                    id(call.args[k]) in adjoints for k in call.written)):
+                    id(call.args[k]) in adjoints for k in call.written) or (
+                    call.returned is not None and id(call.returned) in adjoints)):
                 self._reverse(call, versions, adjoints, scalar_adjoints, seed,
                               kept.get(index, set()))
             versions.update(call.snapshots)
@@ -437,7 +489,13 @@ class Tape:
                 if id(a) not in adjoints:
                     adjoints[id(a)] = _zeros_like(a)
                 adjoint_arrays.append(adjoints[id(a)])
-        *scalars, saved = vjp_kernel(call.kernel, call.argnums)(*args, *adjoint_arrays, seed)
+        if call.returned is not None:  # written by the product; its adjoint, then gone
+            returned = call.returned
+            args.append(_empty_like(returned))
+            adjoint = adjoints.pop(id(returned), None)
+            adjoint_arrays.append(adjoint if adjoint is not None else _zeros_like(returned))
+        product = vjp_kernel(call.kernel, call.argnums, call.returned_type)
+        *scalars, saved = product(*args, *adjoint_arrays, seed)
         self.saved_bytes = max(self.saved_bytes, int(saved))
         scalar_positions = [k for k in call.argnums if not _is_array(call.args[k])]
         for k, g in zip(scalar_positions, scalars):

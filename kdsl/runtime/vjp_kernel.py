@@ -6,44 +6,73 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import weakref
+from typing import Any
 
+from kdsl import types as T
 from kdsl.runtime.arguments import Parameter, parameter_for
-from kdsl.runtime.gradient import GradientKernel, _is_array
+from kdsl.runtime.gradient import GradientKernel, _check_differentiable, _is_array
 from kdsl.runtime.kernel import Kernel
+
+RETURNED = "return"  # the parameter the returned array is written into (ir/autodiff/vjp.py)
 
 
 class VjpKernel(GradientKernel):
     """Called with the kernel's arguments, one adjoint array per differentiated array
     argument (updated in place: from the adjoint of the value after the call to that of the
     value before it) and the adjoint of the returned scalar; returns the adjoints of the
-    differentiated scalar arguments, then the bytes kept for the reverse sweep."""
+    differentiated scalar arguments, then the bytes kept for the reverse sweep.
 
-    def __init__(self, kernel: Kernel, argnums: tuple[int, ...]) -> None:
+    With ``returned`` (the type of the array the kernel returns), the product passes
+    gradients back through that array too: the kernel's arguments are followed by an
+    array of its shape (written), and the adjoint arrays by the returned array's adjoint."""
+
+    def __init__(self, kernel: Kernel, argnums: tuple[int, ...],
+                 returned: T.ArrayType | None = None) -> None:
+        count = len(inspect.signature(kernel.py_function).parameters)
+        if returned is not None:
+            argnums = (*argnums, count)
         super().__init__(kernel, argnums)
+        self.returned = returned
+        self.own_argnums = tuple(k for k in argnums if k < count)
         self.options = dataclasses.replace(kernel.options, gradient=argnums, vjp=True)
         self.__name__ = f"vjp_{kernel.__name__}"
 
     def __repr__(self) -> str:
-        return f"<vector-Jacobian product of {self.primal!r} w.r.t. arguments {self.argnums}>"
+        also = " and its returned array" if self.returned is not None else ""
+        return (f"<vector-Jacobian product of {self.primal!r} w.r.t. arguments "
+                f"{self.own_argnums}{also}>")
+
+    def primal_parameters(self, args: tuple) -> list[Parameter]:
+        params = Kernel.parameters(self, args)
+        for k in self.own_argnums:
+            if not 0 <= k < len(params):
+                raise ValueError(f"vjp({self.primal.__name__}): argnums {k} is out of range "
+                                 f"for a kernel of {len(params)} arguments")
+            _check_differentiable(params[k], self.primal.__name__)
+        return params
 
     def parameters(self, args: tuple) -> list[Parameter]:
         count = len(inspect.signature(self.py_function).parameters)
         params = self.primal_parameters(args[:count])
+        rest: list[Any] = list(args[count:-1])
+        if self.returned is not None:
+            params.append(parameter_for(RETURNED, self.returned, rest.pop(0)))
         adjoints = [p for k, p in enumerate(params) if k in self.argnums and _is_array(p)]
         return (params + [parameter_for(f"d_{p.name}", None, a)
-                          for p, a in zip(adjoints, args[count:-1])]
+                          for p, a in zip(adjoints, rest)]
                 + [parameter_for("d_return", None, float(args[-1]))])
 
 
-_made: weakref.WeakKeyDictionary[Kernel, dict[tuple[int, ...], VjpKernel]] = \
-    weakref.WeakKeyDictionary()
+_made: weakref.WeakKeyDictionary[Kernel, dict[Any, VjpKernel]] = weakref.WeakKeyDictionary()
 
 
-def vjp_kernel(kernel: Kernel, argnums: tuple[int, ...]) -> VjpKernel:
-    """The (cached) vector-Jacobian product of ``kernel`` with respect to ``argnums``."""
+def vjp_kernel(kernel: Kernel, argnums: tuple[int, ...],
+               returned: T.ArrayType | None = None) -> VjpKernel:
+    """The (cached) vector-Jacobian product of ``kernel`` with respect to ``argnums`` (and
+    the array it returns, of type ``returned``, when given)."""
     by_argnums = _made.setdefault(kernel, {})
-    found = by_argnums.get(argnums)
+    key = (argnums, returned)
+    found = by_argnums.get(key)
     if found is None:
-        found = by_argnums[argnums] = VjpKernel(kernel, argnums)
+        found = by_argnums[key] = VjpKernel(kernel, argnums, returned)
     return found
-

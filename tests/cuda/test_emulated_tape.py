@@ -123,3 +123,42 @@ def test_mass_spring_tape_on_the_device_matches_the_cpu(emulated_device) -> None
         results.append(x.grad.numpy())
     assert np.abs(results[0]).max() > 0.1
     np.testing.assert_allclose(results[1], results[0], rtol=1e-10)
+
+
+@kd.kernel
+def smoothed(x: kd.Array[kd.f64]):
+    out = kd.zeros(x.shape[0], kd.f64)
+    n = x.shape[0]
+    for i in kd.prange(n):
+        out[i] = 0.5 * x[i] + 0.25 * kd.sin(x[(i + 1) % n]) * x[(i + n - 1) % n]
+    return out
+
+
+@kd.kernel
+def relax(a: kd.Array[kd.f64], rate: kd.f64):
+    for i in kd.prange(a.shape[0]):
+        a[i] = a[i] - rate * a[i] * a[i]
+
+
+@kd.kernel
+def dot_with(a: kd.Array[kd.f64], b: kd.Array[kd.f64]) -> kd.f64:
+    s = 0.0
+    for i in kd.prange(a.shape[0]):
+        s += a[i] * b[i]
+    return s
+
+
+def test_returned_arrays_on_the_device_match_the_cpu(emulated_device) -> None:
+    x0 = np.random.default_rng(12).random(9)
+    grads = []
+    for device in ("cpu", "cuda"):
+        x = kd.array(x0, device=device, requires_grad=True)
+        with kd.Tape() as tape:
+            h = smoothed(x)
+            relax(h, 0.3)
+            loss = dot_with(smoothed(h), h)
+        tape.backward(loss)
+        assert x.grad.device == device
+        grads.append(x.grad.numpy())
+    assert np.abs(grads[0]).max() > 1e-3
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10)

@@ -8,6 +8,11 @@ the call; on exit, the adjoint of its value before the call: a store reads the a
 the element it overwrote and clears it, a load adds to it. The kernel returns the adjoints
 of the differentiated scalar arguments, then the peak bytes kept for the reverse sweep.
 The arrays the kernel writes are left in no particular state (the tape passes copies).
+
+A kernel that returns an array passes gradients back through it when ``argnums`` holds
+the position after the kernel's last argument: the kernel then writes the array into an
+extra last argument, ``return`` (its contents on entry do not matter), whose adjoint
+array (on entry, the adjoint of the returned value) follows the other adjoint arrays.
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ from kdsl.ir.autodiff.gradient import build_reverse
 from kdsl.ir.autodiff.reverse import ReverseSweep
 from kdsl.ir.autodiff.vjp_copies import tidy_vjp
 from kdsl.ir.builder import IRBuilder
-from kdsl.ir.core import Function, Module, Value
+from kdsl.ir.core import Block, Function, Module, Value
 from kdsl.ir.passes import inline_funcs
 
 RETURN_ADJOINT = "d_return"
+RETURNED = "return"  # a keyword: no parameter of the kernel's own has this name
 
 
 def _returned_value(fn: Function) -> Value | None:
@@ -41,9 +47,37 @@ def _returned_value(fn: Function) -> Value | None:
     return result if is_float(result.type) else None
 
 
+def _return_into_argument(fn: Function) -> Function:
+    """``fn`` writing the array it returns into an extra last argument, returning nothing."""
+    ret = fn.body.ops[-1]
+    result = ret.operands[0] if len(ret.operands) == 1 else None
+    if result is None or fn.attrs.get("returns_tuple") or not isinstance(result.type, T.ArrayType):
+        raise located_error(
+            f"kd.Tape passes gradients back through one returned array; {fn.name} returns "
+            + (", ".join(str(v.type) for v in ret.operands) or "nothing"), fn.location)
+    t = result.type
+    out = Value(T.ArrayType(t.dtype, t.ndim, True), RETURNED)
+    fn.body.ops.pop()
+    builder = IRBuilder(fn.body)
+    builder.location = ret.location
+    dims = [builder.create("array_dim", [result], {"axis": k}).result for k in range(t.ndim)]
+    body = Block([Value(T.i64, f"i{k}") for k in range(t.ndim)])
+    with builder.at(body):
+        value = builder.create("array_load", [result, *body.args]).result
+        builder.create("array_store", [out, *body.args, value])
+        builder.create("yield", [])
+    builder.create("parallel_for", dims, {"ndim": t.ndim, "reductions": ()}, [body], [])
+    builder.create("return", [])
+    fn.body.args.append(out)
+    return Function(fn.name, fn.body, [], True, fn.location, [*fn.arg_names, RETURNED],
+                    {k: v for k, v in fn.attrs.items() if k != "returns_tuple"})
+
+
 def vector_jacobian_product(module: Module, argnums: tuple[int, ...]) -> None:
     """Replaces ``module.kernel`` by its vector-Jacobian product with respect to the
-    arguments at ``argnums``."""
+    arguments at ``argnums`` (and its returned array, see the module's doc)."""
+    if len(module.kernel.args) in argnums:
+        module.kernel = _return_into_argument(module.kernel)
     fn = module.kernel
     ret = fn.body.ops[-1]
     result = _returned_value(fn)
