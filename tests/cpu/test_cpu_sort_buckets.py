@@ -1,0 +1,107 @@
+"""kd.sort of many keys (parallel split into buckets sorted in cache) against np.sort, on
+inputs that take each way of sorting a bucket: counting sort of a narrow range, LSD radix,
+a serial split of a bucket too large for the cache, insertion of a few keys."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kdsl as kd
+from kdsl.primitives import bucket_sort_source as buckets
+
+DTYPES = [np.int32, np.float32, np.int64, np.float64, np.uint32]
+
+
+def _same_sort(keys: np.ndarray) -> None:
+    mine = keys.copy()
+    kd.sort(mine)
+    expected = np.sort(keys)
+    np.testing.assert_array_equal(mine, expected)
+    if keys.dtype.kind == "f":
+        # the same values, signed zeros included: -0.0 sorts before 0.0
+        zeros = mine == 0
+        signs = np.signbit(mine[zeros])
+        assert np.array_equal(signs, np.sort(signs)[::-1])
+        assert signs.sum() == np.signbit(keys[keys == 0]).sum()
+
+
+def _values(rng: np.random.Generator, dtype: type, n: int, scale: float) -> np.ndarray:
+    if np.dtype(dtype).kind == "u":
+        return rng.integers(0, min(scale, np.iinfo(dtype).max), n).astype(dtype)
+    values = rng.standard_normal(n) * scale
+    if np.dtype(dtype).kind == "i":
+        values = values.clip(np.iinfo(dtype).min, np.iinfo(dtype).max)
+    return values.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_each_way_of_sorting_a_bucket(rng, dtype):
+    n = 3 * buckets.TARGET + 17
+    _same_sort(_values(rng, dtype, n, 1e3))  # narrow: counting sort
+    _same_sort(_values(rng, dtype, n, 1e9))  # wide: LSD radix
+    # most keys in one fine bin far from the rest: a bucket split serially
+    keys = _values(rng, dtype, 2 * buckets.CACHE + 5, 1e6)
+    keys[::97] = np.iinfo(dtype).max if np.dtype(dtype).kind in "iu" else 1e30
+    _same_sort(keys)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32])
+@pytest.mark.parametrize("n", [buckets.SMALL - 1, buckets.SMALL, buckets.SMALL + 1,
+                               buckets.TARGET - 1, buckets.TARGET + 1, buckets.CACHE + 1])
+def test_sizes_around_the_thresholds(rng, dtype, n):
+    _same_sort(_values(rng, dtype, n, 1e6))
+    _same_sort(np.sort(_values(rng, dtype, n, 1e6))[::-1].copy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nans_infinities_and_signed_zeros(rng, dtype):
+    n = 2 * buckets.TARGET + 3
+    keys = _values(rng, dtype, n, 1e2)
+    keys[::5] = np.nan
+    keys[1::7] = -np.nan
+    keys[2::11] = -0.0
+    keys[3::13] = 0.0
+    keys[4::17] = np.inf
+    keys[5::19] = -np.inf
+    _same_sort(keys)
+    nan_only = np.full(100, np.nan, dtype)
+    nan_only[::2] = -np.nan
+    mine = nan_only.copy()
+    kd.sort(mine)
+    assert np.isnan(mine).all()
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32])
+def test_adversarial_orders(rng, dtype):
+    n = 2 * buckets.TARGET + 3
+    keys = _values(rng, dtype, n, 1e6)
+    for case in (np.sort(keys), np.sort(keys)[::-1].copy(), np.full(n, keys[0]),
+                 rng.integers(0, 3, n).astype(dtype), np.concatenate([np.sort(keys[:n // 2]),
+                                                                       keys[n // 2:]])):
+        _same_sort(case)
+
+
+def test_extremes_of_the_integer_types(rng):
+    for dtype in (np.int32, np.int64, np.uint32):
+        info = np.iinfo(dtype)
+        keys = rng.integers(info.min, info.max, 70_000, endpoint=True, dtype=dtype)
+        keys[::3] = info.min
+        keys[1::5] = info.max
+        _same_sort(keys)
+
+
+@kd.kernel
+def sort_rows_then_whole(a: kd.Array[kd.f32, 2], flat: kd.Array[kd.f32]):
+    for i in kd.prange(a.shape[0]):
+        kd.sort(a[i])
+    kd.sort(flat)
+
+
+def test_in_a_kernel_serially_and_in_parallel(rng):
+    rows = rng.standard_normal((4, 5000)).astype(np.float32)
+    flat = rng.standard_normal(3 * buckets.TARGET).astype(np.float32)
+    expected_rows, expected_flat = np.sort(rows, axis=1), np.sort(flat)
+    sort_rows_then_whole(rows, flat)
+    np.testing.assert_array_equal(rows, expected_rows)
+    np.testing.assert_array_equal(flat, expected_flat)
