@@ -168,16 +168,16 @@ def run_with_stream(kernel_code: Any, fn: Any, *args: Any) -> Any:
         _active.stream = previous
 
 
-def call_drawing_func(fn: Any, args: tuple) -> Any:
+def call_drawing_func(fn: Any, args: tuple, kwargs: dict | None = None) -> Any:
     """A func that draws numbers, called in a kernel's plain-Python run: the call is one
     draw of the caller, whose first two words key the func's own stream (call 0)."""
     caller = active_stream()
     if caller is None:
-        return fn(*args)
+        return fn(*args, **(kwargs or {}))
     block = caller.block()
     _active.stream = CallStream(fn.__code__, (block[0], block[1], 0))
     try:
-        return fn(*args)
+        return fn(*args, **(kwargs or {}))
     finally:
         _active.stream = caller
 

@@ -457,15 +457,44 @@ _ARRAY_METHODS = {"sum": kb.sum, "mean": kb.mean, "min": kb.min, "max": kb.max,
 """NumPy's reduction methods: ``a.sum(axis=0)`` is ``kd.sum(a, axis=0)``."""
 
 
+def _copy(lo: FunctionLowering, node: ast.Call, array: Value) -> Value:
+    """``a.copy()``, ``np.copy(a)``: a new C-contiguous array of ``a``'s elements."""
+    dims = [lo.array_dim(array, k) for k in range(array.type.ndim)]
+    new = _new_array(lo, node, dims, array.type.dtype, "empty", None)
+    lo.tensor_assign(new, array, node)
+    return new
+
+
+@builtin(np.copy)
+def _numpy_copy(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 1, "copy")
+    (v,) = _values(lo, node, args)
+    if not is_array(v):
+        return v  # a scalar, vector or matrix is a value already
+    return _copy(lo, node, v)
+
+
+@builtin(py.divmod)
+def _divmod(lo: FunctionLowering, node: ast.Call, args: list) -> TupleValue:
+    _arity(lo, node, args, 2, "divmod")
+    a, b = _values(lo, node, args)
+    return TupleValue((lo.binary("floordiv", a, b, node), lo.binary("mod", a, b, node)))
+
+
 def _array_method(lo: FunctionLowering, node: ast.Call) -> Any:
-    """``a.sum(...)`` and the other reduction methods of an array (or the method of that
-    name of a vector or matrix), or None where the base is a module or type."""
+    """``a.sum(...)`` and the other reduction methods of an array, ``a.copy()`` (or the
+    method of that name of a vector or matrix), or None where the base is a module or
+    type."""
     func = node.func
-    if not isinstance(func, ast.Attribute) or func.attr not in _ARRAY_METHODS:
+    if not isinstance(func, ast.Attribute) or func.attr not in (*_ARRAY_METHODS, "copy"):
         return None
     base = lo.expr(func.value)
     if isinstance(base, (Static, TupleValue)):
         return None  # kd.sum(...), np.max(...): evaluated again, with no side effects
+    if func.attr == "copy" and is_array(base):
+        if node.args or node.keywords:
+            lo.error("a.copy() takes no arguments in kernels", node)
+        return _copy(lo, node, base)
     if is_array(base):  # lowered as the call kd.sum(a, axis=...): its handler reads node
         if len(node.args) > 1:
             lo.error(f"a.{func.attr}() takes one positional argument (axis), "
@@ -479,6 +508,29 @@ def _array_method(lo: FunctionLowering, node: ast.Call) -> Any:
     if method is None:
         lo.error(f"a value of type {v.type} has no method '{func.attr}' in kernels", node)
     return call_method(lo, node, method, [lo.expr(a) for a in node.args])
+
+
+def _bound_arguments(lo: FunctionLowering, node: ast.Call, fn: Any) -> list[Any]:
+    """The arguments of a call of a ``@kd.func`` in the order of its parameters, as Python
+    binds them: keywords matched by name, missing ones taking the func's default values
+    (compile-time constants, as the func's globals are)."""
+    import inspect
+
+    if any(isinstance(a, ast.Starred) for a in node.args) or any(
+            k.arg is None for k in node.keywords):
+        lo.error("*args and **kwargs are not supported in kernel calls", node)
+    args = [lo.expr(a) for a in node.args]
+    keywords = {str(k.arg): lo.expr(k.value) for k in node.keywords}
+    signature = inspect.signature(fn.py_function)
+    try:
+        bound = signature.bind(*args, **keywords)
+    except TypeError as exc:
+        count = len(signature.parameters)
+        lo.error(f"{fn.py_function.__name__}() takes {count} argument{'s' if count != 1 else ''}"
+                 f", got {len(args) + len(keywords)}: {exc}", node)
+    given = set(bound.arguments)
+    bound.apply_defaults()
+    return [value if name in given else Static(value) for name, value in bound.arguments.items()]
 
 
 def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
@@ -497,6 +549,8 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
     if any(fn is r for r in (*_REDUCERS, *KEYWORD_BUILTINS)):  # reductions take axis=, ...
         args = [lo.expr(a) for a in node.args]
         return BUILTINS[fn](lo, node, args)
+    if getattr(fn, "__kdsl_func__", False):
+        return lo.call_func(fn, _bound_arguments(lo, node, fn), node)
     if node.keywords:
         lo.error("keyword arguments are not supported in kernel calls", node)
     args = [lo.expr(a) for a in node.args]

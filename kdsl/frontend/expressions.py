@@ -319,6 +319,15 @@ class ExpressionLowering(VectorLowering, TensorLowering):
                 return self.constant(t.ndim)
             if attr == "T":
                 return v if t.ndim == 1 else self.array_transpose(v, node)
+            if attr == "size":  # as NumPy: the number of elements (of vectors, for Array[vec3])
+                size = self.array_dim(v, 0)
+                for k in range(1, t.ndim):
+                    size = self.binary("mul", size, self.array_dim(v, k), node)
+                return size
+            if attr == "dtype":  # np.zeros(n, a.dtype)
+                dtype = t.dtype
+                return Static(np.dtype(dtype.numpy_dtype) if isinstance(dtype, T.ScalarType)
+                              else dtype)
             self.error(f"arrays have no attribute '{attr}' in kernels", node)
         if isinstance(t, T.VectorType) and attr in COMPONENT_NAMES:
             index = COMPONENT_NAMES[attr]

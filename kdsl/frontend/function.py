@@ -54,8 +54,8 @@ class FunctionLowering(StatementLowering):
         args = tree.args
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
             self.error("kernels take plain positional parameters only", tree)
-        if args.defaults:
-            self.error("default parameter values are not supported in kernels and funcs", tree)
+        if args.defaults and self.is_kernel:  # a func's callers fill them in (calls.py)
+            self.error("default parameter values are not supported in kernels", tree)
         for p, vt in zip(args.args, params):
             v = Value(vt.type, p.arg)
             self.body.args.append(v)
@@ -150,9 +150,6 @@ class FunctionLowering(StatementLowering):
     def call_func(self, fn: Any, args: list[Any], node: ast.Call) -> Any:
         source = read_function(fn.py_function)
         params = source.tree.args.args
-        if source.tree.args.defaults:
-            self.error(f"{source.name}() has default parameter values, which kernels and funcs "
-                       "do not support", node)
         if len(args) != len(params):
             self.error(f"{source.name}() takes {len(params)} arguments, got {len(args)}", node)
         values = []

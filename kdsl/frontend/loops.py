@@ -26,7 +26,7 @@ from kdsl.frontend.lowering import LoopFrame
 from kdsl.frontend.scope import VariableType
 from kdsl.frontend.static_loops import StaticLoopLowering
 from kdsl.frontend.tensors import is_array
-from kdsl.frontend.values import IterationSpace, TupleValue
+from kdsl.frontend.values import IterationSpace, Static, TupleValue
 from kdsl.ir.core import Block, Value
 
 RETURN_FLAG = "$return"
@@ -197,13 +197,16 @@ class LoopLowering(StaticLoopLowering):
             self.unrolled_loop(node)
             return
         for sequence in getattr(node, "kd_sequences", ()):  # for v in a (sequence_loops.py)
-            if not is_array(self.expr(sequence)):
+            iterated = self.expr(sequence)
+            if hasattr(node, "kd_original") and _is_tuple(iterated):  # for d in offsets
+                self.loop_over_value(node.kd_original)
+                return
+            if not is_array(iterated):
                 self.error("a kernel can only loop over range(), kd.prange(), kd.ndrange() "
                            "or arrays", sequence)
         space = self.serial_axes.pop(id(node), None)
         if space is None and not self._loops_over_range(node.iter):
-            # for c in kd.cumsum(a): a loop over the array an expression gives
-            self.block(sequence_loops.loop_over_value(node, f"_kd_iterated_{id(node)}"))
+            self.loop_over_value(node)
             return
         space = space or self.iteration_space(node.iter)
         if space.parallel and self.parallel_depth > 0:
@@ -242,6 +245,19 @@ class LoopLowering(StaticLoopLowering):
             self.error("'return' inside a parallel loop: iterations run concurrently",
                        first_jump(node.body, (ast.Return,), True) or node)
         return targets  # type: ignore[return-value]
+
+    def loop_over_value(self, node: ast.For) -> None:
+        """``for c in kd.cumsum(a)``: a serial loop over the array an expression gives
+        (computed once, before the loop); ``for d in (-1, 1)``: over a tuple, unrolled (as
+        ``kd.static``)."""
+        value = self.expr(node.iter)
+        if _is_tuple(value):
+            self.unrolled_values(node, self.static_values(node.iter) if isinstance(value, Static)
+                                 else list(value.items))
+            return
+        name = f"_kd_iterated_{id(node)}"
+        self.store(ast.copy_location(ast.Name(name, ast.Store()), node.iter), value, node.iter)
+        self.block(sequence_loops.loop_over_local(node, name))
 
     def _loops_over_range(self, node: ast.expr) -> bool:
         """``range(...)``, ``kd.prange(...)`` or ``kd.ndrange(...)``."""
@@ -498,3 +514,10 @@ def _reduction_form(stmt: ast.AST) -> tuple[str | None, str]:
         ):
             return name, fname
     return None, ""
+
+
+def _is_tuple(value: Any) -> bool:
+    """A tuple or list of values written in the kernel, or a global tuple. As in Numba, a
+    global list is not a constant (loop over ``kd.static(name)`` to unroll it)."""
+    return isinstance(value, TupleValue) or (
+        isinstance(value, Static) and isinstance(value.obj, tuple))

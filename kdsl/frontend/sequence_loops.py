@@ -79,6 +79,8 @@ class _Rewriter(ast.NodeTransformer):
                        ast.Call(ast.Name("range", ast.Load()), [count], []),
                        body + node.body, [], None)
         setattr(loop, "kd_sequences", names)  # noqa: B010  (loops.py checks they are arrays)
+        if start is None and len(arrays) == 1 and not prologue:  # for d in offsets: a tuple?
+            setattr(loop, "kd_original", node)  # noqa: B010
         out = [*prologue, loop]
         for stmt in out:
             ast.copy_location(stmt, node)
@@ -88,22 +90,21 @@ class _Rewriter(ast.NodeTransformer):
         return out
 
 
-def loop_over_value(node: ast.For, name: str) -> list[ast.stmt]:
-    """``for v in <expression>`` (``for c in kd.cumsum(a)``, ``for v in a * 2``): the
-    expression computed once into the local ``name``, then a loop over that array, as
-    ``for v in a`` is rewritten above."""
-    value = ast.copy_location(ast.Assign([ast.Name(name, ast.Store())], node.iter), node)
+def loop_over_local(node: ast.For, name: str) -> list[ast.stmt]:
+    """``for v in <expression>`` (``for c in kd.cumsum(a)``, ``for v in a * 2``), the
+    expression's array already in the local ``name``: a loop over that array, as ``for v
+    in a`` is rewritten above."""
     array = ast.copy_location(ast.Name(name, ast.Load()), node.iter)  # errors point here
     loop = ast.copy_location(ast.For(node.target, array, node.body, [], None), node)
     rewriter = _Rewriter()
     rewriter.counter = itertools.count(id(node))  # names distinct from the whole tree's
     rewritten = rewriter.visit_For(loop)
     assert isinstance(rewritten, list)
-    for stmt in (value, *rewritten):
+    for stmt in rewritten:
         for child in ast.walk(stmt):
             if isinstance(child, (ast.expr, ast.stmt)) and not hasattr(child, "lineno"):
                 ast.copy_location(child, node)
-    return [value, *rewritten]
+    return rewritten
 
 
 def rewrite_sequence_loops(tree: ast.FunctionDef) -> ast.FunctionDef:

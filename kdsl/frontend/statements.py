@@ -190,6 +190,8 @@ class StatementLowering(LoopLowering):
                 value.name_hint = target.id  # debug-mode errors name the array
             self.assign(target.id, value, node)
         elif isinstance(target, (ast.Tuple, ast.List)):
+            if isinstance(value, Static) and isinstance(value.obj, tuple):  # a global tuple
+                value = TupleValue(tuple(Static(item) for item in value.obj))
             if not isinstance(value, TupleValue):
                 self.error("only tuples (such as a.shape) can be unpacked", node)
             if len(value.items) != len(target.elts):

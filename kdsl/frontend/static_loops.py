@@ -37,15 +37,18 @@ class StaticLoopLowering(ExpressionLowering):
         assert isinstance(call, ast.Call)
         if len(call.args) != 1 or call.keywords:
             self.error("kd.static() takes one argument", call)
+        self.unrolled_values(node, self.static_values(call.args[0]))
+
+    def unrolled_values(self, node: ast.For, values: list[Any]) -> None:
+        """The body of the loop ``node`` lowered once per value of its variable."""
         jump = first_jump(node.body, (ast.Break, ast.Continue), False) or first_jump(
             node.body, (ast.Return,), True)
         if jump is not None:
             self.error("break, continue and return are not supported in a kd.static() loop "
-                       "(it is unrolled at compile time)", jump)
-        values = self.static_values(call.args[0])
+                       "or a loop over a tuple (it is unrolled at compile time)", jump)
         if len(values) > MAX_UNROLLED_ITERATIONS:
-            self.error(f"kd.static() would unroll {len(values)} iterations (at most "
-                       f"{MAX_UNROLLED_ITERATIONS})", call)
+            self.error(f"this loop would unroll {len(values)} iterations (at most "
+                       f"{MAX_UNROLLED_ITERATIONS})", node.iter)
         for value in values:
             self.store(node.target, value, node)
             self.block(node.body)

@@ -38,14 +38,14 @@ class Func:
         functools.update_wrapper(self, fn)
         self._draws: bool | None = None
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from kdsl.random_numbers import active_stream, call_drawing_func
         from kdsl.runtime.python_rewrite import plain_python_function
 
         function = plain_python_function(self.py_function)
         if active_stream() is not None and self.draws_random_numbers():
-            return call_drawing_func(function, args)
-        return function(*args)
+            return call_drawing_func(function, args, kwargs)
+        return function(*args, **kwargs)
 
     def grad(self, gradient: Callable[..., Any]) -> Func:
         """``@f.grad`` defines f's gradient by hand: a function of f's arguments and the

@@ -93,12 +93,6 @@ def loops_over_a_list(a: kd.Array[kd.f32]):
 
 
 @kd.kernel
-def loops_over_a_literal_list(a: kd.Array[kd.f32]):
-    for x in [1.0, 2.0]:  # error: for-literal-list
-        a[0] += x
-
-
-@kd.kernel
 def uses_fstring(a: kd.Array[kd.f32]):
     print(f"{a[0]}")  # error: fstring
 
@@ -109,8 +103,8 @@ def keyword_arguments_to_builtin(a: kd.Array[kd.f32]):
 
 
 @kd.kernel
-def keyword_arguments_to_func(a: kd.Array[kd.f32]):
-    a[0] = add_one(x=a[1])  # error: kwargs-func
+def unknown_keyword_argument_to_func(a: kd.Array[kd.f32]):
+    a[0] = add_one(a[0], y=a[1])  # error: kwargs-func
 
 
 @kd.kernel
@@ -420,10 +414,10 @@ CASES = [
     (uses_list_comprehension, F32, "listcomp", "[x for", ["ListComp"]),
     (uses_generator_expression, F32, "genexp", "(x for", ["GeneratorExp"]),
     (loops_over_a_list, F32, "for-list", "SOME_LIST", ["range()", "kd.prange()"]),
-    (loops_over_a_literal_list, F32, "for-literal-list", "[1.0", ["range()", "kd.prange()"]),
     (uses_fstring, F32, "fstring", 'f"', ["f-string"]),
     (keyword_arguments_to_builtin, F32, "kwargs-builtin", "kd.clamp", ["keyword argument"]),
-    (keyword_arguments_to_func, F32, "kwargs-func", "add_one", ["keyword argument"]),
+    (unknown_keyword_argument_to_func, F32, "kwargs-func", "add_one", ["add_one()",
+                                                                       "keyword argument 'y'"]),
     (uses_while_else, F32, "while-else", "while", ["while ... else"]),
     (uses_for_else, F32, "for-else", "for", ["for ... else"]),
     (defines_a_function, F32, "nested-def", "def", ["FunctionDef"]),

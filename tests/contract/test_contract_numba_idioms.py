@@ -1,0 +1,148 @@
+"""What Numba users write in ``@njit`` functions, in kernels: ``a.size``, ``a.dtype``,
+``a.copy()``, ``divmod``, funcs with default and keyword arguments, loops over tuples."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kdsl_cpu_util import check
+
+import kdsl as kd
+
+
+@kd.kernel
+def normalised_rows(a, weights):
+    n, m = a.shape
+    out = np.empty_like(a)
+    total = 0.0
+    for i in kd.prange(n):
+        row = a[i].copy()
+        row *= weights
+        out[i, :] = row / row.sum()
+        total += out[i, :].sum()
+    scratch = np.zeros(a.shape, a.dtype)
+    scratch[:] = a
+    return out, total / a.size, a.size, scratch, np.copy(weights)
+
+
+def test_size_dtype_and_copy_as_numpy(rng):
+    a = rng.uniform(0.5, 1.5, size=(7, 5)).astype(np.float32)
+    weights = rng.uniform(0.5, 1.5, size=5).astype(np.float32)
+    out, mean, size, scratch, w = check(normalised_rows, a, weights, rtol=1e-6)
+    assert size == 35 and scratch.dtype == np.float32 and np.array_equal(scratch, a)
+    assert np.allclose(out, a * weights / (a * weights).sum(axis=1, keepdims=True), rtol=1e-6)
+    assert mean == pytest.approx(7 / 35) and np.array_equal(w, weights) and w is not weights
+
+
+@kd.kernel
+def copy_is_not_a_view(a: kd.Array[kd.f64, 2]):
+    b = a.copy()
+    a[0, 0] = 100.0
+    return b, a.T.copy()
+
+
+def test_a_copy_keeps_the_values_of_when_it_was_made(rng):
+    a = rng.normal(size=(3, 4))
+    original = a.copy()
+    b, t = copy_is_not_a_view(a)
+    assert np.array_equal(b, original) and t.flags.c_contiguous
+    assert np.array_equal(t, a.T)
+
+
+@kd.kernel
+def quotients(x: kd.Array[kd.f64], n: kd.Array[kd.i64], out: kd.Array[kd.f64, 2]):
+    for i in kd.prange(x.shape[0]):
+        q, r = divmod(x[i], 0.75)
+        k, m = divmod(n[i], 4)
+        out[i, 0] = q
+        out[i, 1] = r
+        out[i, 2] = k
+        out[i, 3] = m
+
+
+def test_divmod_as_python(rng):
+    x = rng.uniform(-5, 5, size=40)
+    n = rng.integers(-20, 20, size=40)
+    out = np.zeros((40, 4))
+    check(quotients, x, n, out)
+    assert np.array_equal(out[:, 3], n % 4) and np.array_equal(out[:, 2], n // 4)
+
+
+@kd.func
+def spring_force(d, k=2.0, rest=0.5):
+    return k * (d - rest)
+
+
+@kd.kernel
+def springs(d: kd.Array[kd.f32], out: kd.Array[kd.f32, 2]):
+    for i in kd.prange(d.shape[0]):
+        out[i, 0] = spring_force(d[i])
+        out[i, 1] = spring_force(d[i], 3.0)
+        out[i, 2] = spring_force(d[i], rest=1.0)
+        out[i, 3] = spring_force(rest=0.0, d=d[i], k=0.5)
+
+
+def test_funcs_take_default_and_keyword_arguments(rng):
+    d = rng.uniform(0, 2, size=30).astype(np.float32)
+    out = np.zeros((30, 4), np.float32)
+    check(springs, d, out, rtol=1e-6)
+    assert np.allclose(out[:, 0], 2 * (d - 0.5)) and np.allclose(out[:, 3], 0.5 * d)
+    assert out.dtype == np.float32  # the default values are weak, as literals
+    assert spring_force(1.0, rest=0.25) == 1.5  # and from Python
+
+
+def test_a_call_python_cannot_bind_names_the_func():
+    @kd.kernel
+    def bad(d: kd.Array[kd.f32]):
+        d[0] = spring_force(d[0], stiffness=3.0)
+
+    with pytest.raises(kd.CompileError, match="unexpected keyword argument 'stiffness'"):
+        bad(np.ones(2, np.float32))
+
+
+NEIGHBOURS = ((-1, 0), (1, 0), (0, -1), (0, 1))
+WEIGHTS = [0.25, 0.5]
+
+
+@kd.kernel
+def laplacian(u: kd.Array[kd.f64, 2], out: kd.Array[kd.f64, 2]):
+    for i, j in kd.ndrange((1, u.shape[0] - 1), (1, u.shape[1] - 1)):
+        s = 0.0
+        for di, dj in NEIGHBOURS:
+            s += u[i + di, j + dj]
+        scales = (1.0, 2.0)
+        for c in scales:
+            s *= c
+        for w in [0.5, 0.25]:
+            s += w
+        out[i, j] = s - 4.0 * u[i, j]
+
+
+def test_loops_over_tuples_are_unrolled(rng):
+    u = rng.normal(size=(6, 7))
+    out = np.zeros_like(u)
+    check(laplacian, u, out)
+    ref = 2 * (u[:-2, 1:-1] + u[2:, 1:-1] + u[1:-1, :-2] + u[1:-1, 2:]) + 0.75 - 4 * u[1:-1, 1:-1]
+    assert np.allclose(out[1:-1, 1:-1], ref)
+
+
+def test_a_loop_over_a_global_list_is_an_error_as_in_numba():
+    @kd.kernel
+    def bad(a: kd.Array[kd.f64]):
+        for w in WEIGHTS:
+            a[0] += w
+
+    with pytest.raises(kd.CompileError, match="can only loop over"):
+        bad(np.zeros(2))
+
+
+def test_break_in_a_loop_over_a_tuple_says_it_is_unrolled():
+    @kd.kernel
+    def bad(a: kd.Array[kd.f64]):
+        for w in (1.0, 2.0):
+            if a[0] > w:
+                break
+            a[0] += w
+
+    with pytest.raises(kd.CompileError, match="unrolled at compile time"):
+        bad(np.zeros(2))
