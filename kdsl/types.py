@@ -208,14 +208,21 @@ class ArrayType:
 
     ``contiguous`` is None in annotations (any layout accepted) and True or False in a
     specialisation: a C-contiguous array lets the compiler use constant strides.
+    ``last_axis_size`` is the size of the last indexed axis where a specialisation fixes
+    it (a C-contiguous array of scalars of 2 or more axes whose last one is short, as an
+    (N, 3) array of positions): every stride is then a constant, so the compiler sees
+    ``pos[j, 0]``, ``pos[j, 1]``, ``pos[j, 2]`` as one interleaved group of loads.
     """
 
     dtype: ElementType
     ndim: int = 1
     contiguous: bool | None = None
+    last_axis_size: int | None = None
 
     def __repr__(self) -> str:
         layout = {None: "", True: ", C", False: ", A"}[self.contiguous]
+        if self.last_axis_size is not None:
+            layout += f", ?x{self.last_axis_size}"
         return f"array<{self.dtype}, {self.ndim}{layout}>"
 
     __str__ = __repr__
@@ -224,8 +231,37 @@ class ArrayType:
     def full_ndim(self) -> int:
         return self.ndim + len(element_shape(self.dtype))
 
-    def specialised(self, contiguous: bool) -> ArrayType:
-        return ArrayType(self.dtype, self.ndim, contiguous)
+    @property
+    def fixed_shape(self) -> tuple[int, ...]:
+        """The sizes of the trailing axes the type fixes: a fixed last indexed axis, then
+        the element axes."""
+        fixed = () if self.last_axis_size is None else (self.last_axis_size,)
+        return fixed + element_shape(self.dtype)
+
+    @property
+    def free_ndim(self) -> int:
+        """The number of leading axes whose sizes come with each array."""
+        return self.ndim - (self.last_axis_size is not None)
+
+    def specialised(self, contiguous: bool, last_axis_size: int | None = None) -> ArrayType:
+        if not (contiguous and self.ndim >= 2 and isinstance(self.dtype, ScalarType)):
+            last_axis_size = None
+        return ArrayType(self.dtype, self.ndim, contiguous, last_axis_size)
+
+    def holds(self, other: ArrayType) -> bool:
+        """Whether a variable of this type can hold an array of ``other``'s (it makes no
+        promise ``other``'s type does not)."""
+        return ((self.dtype, self.ndim) == (other.dtype, other.ndim)
+                and (not self.contiguous or bool(other.contiguous))
+                and self.last_axis_size in (None, other.last_axis_size))
+
+    def generalised(self) -> ArrayType:
+        """The same array with no fixed last axis."""
+        return ArrayType(self.dtype, self.ndim, self.contiguous)
+
+
+# the sizes of a last axis a specialisation fixes (see ArrayType.last_axis_size)
+FIXED_LAST_AXIS_SIZES = range(2, 9)
 
 
 class _ArrayAnnotation:

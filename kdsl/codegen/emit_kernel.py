@@ -167,9 +167,8 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         data_off, _, dims_off, strides_off = self.options.ndarray_offsets
         data = self._field(obj, data_off, i8_ptr)
         dims = self._field(obj, dims_off, i64.as_pointer())
-        element_shape = T.element_shape(t.dtype)
-        shape = [self.b.load(self.b.gep(dims, [ir.Constant(i64, k)])) for k in range(t.ndim)]
-        shape += [ir.Constant(i64, s) for s in element_shape]
+        shape = [self.b.load(self.b.gep(dims, [ir.Constant(i64, k)])) for k in range(t.free_ndim)]
+        shape += [ir.Constant(i64, s) for s in t.fixed_shape]
         itemsize = T.element_scalar(t.dtype).itemsize
         if t.contiguous:
             strides = row_major_strides(self.b, shape, itemsize)

@@ -119,8 +119,8 @@ class HostEmitter(KernelEmitter):
 
         n = t.full_ndim
         data = self.b.inttoptr(word(0), i8_ptr)
-        shape = [word(1 + k) for k in range(t.ndim)]
-        shape += [ir.Constant(i64, s) for s in T.element_shape(t.dtype)]
+        shape = [word(1 + k) for k in range(t.free_ndim)]
+        shape += [ir.Constant(i64, s) for s in t.fixed_shape]
         if t.contiguous:
             strides = row_major_strides(self.b, shape, T.element_scalar(t.dtype).itemsize)
         else:

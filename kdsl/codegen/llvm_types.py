@@ -67,7 +67,8 @@ def flatten(value: Repr, t: Any = None) -> list[ir.Value]:
     wherever the array goes (phis, parallel regions), which the vectoriser needs."""
     if isinstance(value, ArrayView):
         if isinstance(t, T.ArrayType) and t.contiguous:
-            return [value.data, *value.shape[:t.ndim], *value.strides[:t.ndim - 1]]
+            free = t.free_ndim
+            return [value.data, *value.shape[:free], *value.strides[:free - 1]]
         return value.flatten()
     if isinstance(value, list):
         return list(value)
@@ -96,10 +97,12 @@ def row_major_strides(builder: ir.IRBuilder, shape: Sequence[ir.Value], itemsize
 
 
 def _implied_strides(t: T.ArrayType) -> list[ir.Value]:
+    """The constant strides of a C-contiguous array: those of its last free axis and of
+    the axes the type fixes."""
     scalar = T.element_scalar(t.dtype)
     stride = scalar.itemsize
     strides: list[ir.Value] = []
-    for size in reversed(T.element_shape(t.dtype)):
+    for size in reversed(t.fixed_shape):
         strides.insert(0, ir.Constant(i64, stride))
         stride *= size
     return [ir.Constant(i64, stride)] + strides
@@ -109,9 +112,10 @@ def unflatten(t: Any, values: list[ir.Value]) -> Repr:
     if isinstance(t, T.ArrayType):
         if not t.contiguous:
             return ArrayView.unflatten(values, t.full_ndim)
-        element_shape = [ir.Constant(i64, s) for s in T.element_shape(t.dtype)]
-        data, shape = values[0], list(values[1:1 + t.ndim]) + element_shape
-        leading = list(values[1 + t.ndim:])
+        free = t.free_ndim
+        fixed_shape = [ir.Constant(i64, s) for s in t.fixed_shape]
+        data, shape = values[0], list(values[1:1 + free]) + fixed_shape
+        leading = list(values[1 + free:])
         return ArrayView(data, shape, leading + _implied_strides(t))
     if isinstance(t, (T.VectorType, T.MatrixType)):
         return list(values)
@@ -123,7 +127,7 @@ def flat_types(t: Any) -> list[ir.Type]:
     """The LLVM types of a value's flattened parts (for phis and packing into structs)."""
     if isinstance(t, T.ArrayType):
         if t.contiguous:
-            return [i8_ptr] + [i64] * (2 * t.ndim - 1)
+            return [i8_ptr] + [i64] * (2 * t.free_ndim - 1)
         return [i8_ptr] + [i64] * (2 * t.full_ndim)
     if isinstance(t, (T.VectorType, T.MatrixType)):
         return [scalar_type(t.element)] * t.count

@@ -173,9 +173,8 @@ class LoweringBase:
                 return self.builder.value("splat", self.builder.cast(v, t.element), type=t)
             if isinstance(v.type, (T.VectorType, T.MatrixType)) and v.type.shape == t.shape:
                 return self.builder.cast(v, t)
-        if (isinstance(t, T.ArrayType) and isinstance(v.type, T.ArrayType) and not t.contiguous
-                and (t.dtype, t.ndim) == (v.type.dtype, v.type.ndim)):
-            return self.builder.cast(v, t)  # forgets that the array is contiguous
+        if isinstance(t, T.ArrayType) and isinstance(v.type, T.ArrayType) and t.holds(v.type):
+            return self.builder.cast(v, t)  # forgets what t does not say of the layout
         self.error(f"cannot convert a value of type {v.type} to {t}", node)
 
     def truth(self, v: Value, node: ast.AST) -> Value:

@@ -41,8 +41,9 @@ def join(a: VariableType, b: VariableType) -> VariableType:
         return VariableType(T.with_element_scalar(a.type, element), False)
     if isinstance(a.type, T.ArrayType) and isinstance(b.type, T.ArrayType) and (
         a.type.dtype == b.type.dtype and a.type.ndim == b.type.ndim
-    ):  # one local may hold arrays of different layouts
-        return VariableType(T.ArrayType(a.type.dtype, a.type.ndim, False), False)
+    ):  # one local may hold arrays of different layouts: the layout all of them have
+        contiguous = bool(a.type.contiguous and b.type.contiguous)
+        return VariableType(T.ArrayType(a.type.dtype, a.type.ndim, contiguous), False)
     raise TypeConflict(f"{a.type} and {b.type}")
 
 

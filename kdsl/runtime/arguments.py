@@ -13,11 +13,20 @@ from kdsl.builtins import Matrix, Vector
 from kdsl.frontend.scope import VariableType
 
 
+def fixed_last_axis(shape: tuple[int, ...], c_contiguous: bool) -> int | None:
+    """The size of an array's last axis where a specialisation fixes it (see
+    ``ArrayType.last_axis_size``), else None."""
+    if c_contiguous and len(shape) >= 2 and shape[-1] in T.FIXED_LAST_AXIS_SIZES:
+        return shape[-1]
+    return None
+
+
 def argument_key(a: Any) -> Any:
     """A cheap, hashable summary of an argument's type (the fast path's key)."""
     t = type(a)
     if t is np.ndarray:
-        return (a.dtype, a.ndim, a.flags.c_contiguous)
+        contiguous = a.flags.c_contiguous
+        return (a.dtype, a.ndim, contiguous, fixed_last_axis(a.shape, contiguous))
     if t is float or t is int or t is bool:
         return t
     if isinstance(a, np.generic):
@@ -25,9 +34,11 @@ def argument_key(a: Any) -> Any:
     if t is Vector or t is Matrix:
         return (t, a.dtype, a.shape)
     if isinstance(a, np.ndarray):  # subclasses (np.memmap, ...)
-        return (t, a.dtype, a.ndim, a.flags.c_contiguous)
+        contiguous = a.flags.c_contiguous
+        return (t, a.dtype, a.ndim, contiguous, fixed_last_axis(a.shape, contiguous))
     if getattr(t, "__kdsl_cuda__", False):
-        return ("cuda", a.dtype, a.ndim, a.flags_c_contiguous)
+        contiguous = a.flags_c_contiguous
+        return ("cuda", a.dtype, a.ndim, contiguous, fixed_last_axis(tuple(a.shape), contiguous))
     unwrap = getattr(a, "__kdsl_array__", None)
     if unwrap is not None:
         return argument_key(unwrap())
@@ -101,8 +112,9 @@ def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
             raise mismatch()
         if trailing and tuple(a.shape[a.ndim - len(trailing):]) != trailing:
             raise mismatch()
-        return Parameter(name, annotation.specialised(bool(a.flags.c_contiguous)), False,
-                         "object", trailing)
+        contiguous = bool(a.flags.c_contiguous)
+        specialised = annotation.specialised(contiguous, fixed_last_axis(a.shape, contiguous))
+        return Parameter(name, specialised, False, "object", trailing)
     if isinstance(annotation, (T.VectorType, T.MatrixType)):
         vector_argument(name, annotation, a)
         return Parameter(name, annotation, False, "vector")
@@ -162,7 +174,10 @@ def _unannotated(name: str, a: Any) -> Parameter:
             scalar = T.scalar_from_numpy(a.dtype)
         except TypeError:
             raise TypeError(f"argument '{name}': kdsl has no type for {a.dtype} arrays") from None
-        return Parameter(name, T.ArrayType(scalar, a.ndim, bool(a.flags.c_contiguous)), False, "object")
+        contiguous = bool(a.flags.c_contiguous)
+        array_t = T.ArrayType(scalar, a.ndim).specialised(contiguous,
+                                                          fixed_last_axis(a.shape, contiguous))
+        return Parameter(name, array_t, False, "object")
     if isinstance(a, np.generic):  # before float: np.float64 subclasses float
         try:
             scalar = T.scalar_from_numpy(a.dtype)

@@ -8,8 +8,9 @@ The machine code is a set of small entry points, one per pattern of argument kin
 specialisation first needs one and shared by every specialisation: each specialisation
 is described to them by a table (a ``bytes`` object, the function's ``self``) of what
 each argument must be (exactly ``np.ndarray``, the dtype object, the number of axes, the
-contiguity and writeability flags; for a scalar its exact type and, for an integer, the
-range of the parameter's type) and the addresses to call. An argument that differs in
+contiguity and writeability flags, the size of a last axis the specialisation fixes; for
+a scalar its exact type and, for an integer, the range of the parameter's type) and the
+addresses to call. An argument that differs in
 anything returns the ``SLOW`` marker, and the caller takes the Python path, which checks
 (and reports) everything. A kernel that failed, or that returns values, returns its
 status slots as ``bytes``; one that returns nothing returns None.
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 MAX_ARGUMENTS = 12
 MAX_STATUS_SLOTS = 64
 _HEADER_WORDS = 13
-_WORDS_PER_ARGUMENT = 4
+_WORDS_PER_ARGUMENT = 5
 _SCALAR_OFFSET = 16  # a Python float's and a NumPy scalar's value, after the object header
 # argument kinds: an array; a scalar read as a C double ("d": float, np.float64; "s":
 # np.float32), as an int64 ("q": np.int64; "l": np.int32), a Python int ("i"; "I" for a
@@ -174,7 +175,23 @@ class _Emitter:
         same_flags = b.icmp_unsigned("==", b.and_(flags, self.word(base + 2)),
                                      self.word(base + 3))
         self.branch_or_slow(b.and_(same_descr, b.and_(same_nd, same_flags)), f"checked{k}")
+        self.branch_or_slow(self.same_fixed_last_axis(arg, nd, flags, base + 4), f"last{k}")
         return arg
+
+    def same_fixed_last_axis(self, arg: Any, nd: Any, flags: Any, word: int) -> Any:
+        """Whether the size of the last axis the specialisation fixes (the table's
+        ``word``, 0 for none) is the one ``fixed_last_axis`` gives the array."""
+        b, i64 = self.b, self.i64
+        _, _, dims_offset, _ = ndarray_offsets()
+        dims = self.field(arg, dims_offset, i64.as_pointer())
+        last = b.load(b.gep(dims, [b.sub(nd, self.const(1))]))  # nd >= 1: checked above
+        sizes = T.FIXED_LAST_AXIS_SIZES
+        fixes = b.and_(b.icmp_unsigned("!=", b.and_(flags, self.const(C_CONTIGUOUS)), self.const(0)),
+                       b.and_(b.icmp_signed(">=", nd, self.const(2)),
+                              b.and_(b.icmp_signed(">=", last, self.const(sizes.start)),
+                                     b.icmp_signed("<", last, self.const(sizes.stop)))))
+        fixed = b.select(fixes, last, self.const(0))
+        return b.icmp_unsigned("==", fixed, self.word(word))
 
     def checked_scalar(self, arg: Any, base: int, k: int, kind: str) -> Any:
         """A scalar of exactly the table's type, as a C double or an int64 in the range
@@ -341,12 +358,13 @@ class FastCall:
                 mask = C_CONTIGUOUS | (WRITEABLE if k in written else 0)
                 expected = ((C_CONTIGUOUS if p.type.contiguous else 0)
                             | (WRITEABLE if k in written else 0))
-                words += [id(dtype), p.type.full_ndim, mask, expected]
+                words += [id(dtype), p.type.full_ndim, mask, expected,
+                          p.type.last_axis_size or 0]
                 self._keep.append(dtype)
                 continue
             scalar_type = part if isinstance(part, type) else part.type
             low, high = _range(p.type) or (0, 0)
-            words += [id(scalar_type), low, high, 0]
+            words += [id(scalar_type), low, high, 0, 0]
             self._keep.append(scalar_type)
         self._table = struct.pack(f"<{len(words)}q", *words)
         self._method = _MethodDef(b"kdsl_fast_call", address, _METH_FASTCALL, None)

@@ -14,7 +14,7 @@ def scaled_total(x: kd.Array[kd.f64, 2], b: kd.Array[kd.f64]) -> kd.f64:
 
 
 EXPECTED = """\
-kernel @scaled_total(%x: array<f64, 2, C>, %b: array<f64, 1, C>, %d_x: array<f64, 2, C>, %d_b: array<f64, 1, C>) -> f64, i64 {
+kernel @scaled_total(%x: array<f64, 2, C, ?x3>, %b: array<f64, 1, C>, %d_x: array<f64, 2, C, ?x3>, %d_b: array<f64, 1, C>) -> f64, i64 {
   %0 = tensor_map %x {fn = 'sin', operand_type = f64} : array<f64, 2, C>
   %1 = array_view %b {spec = [['newaxis'], ['slice', False, False, False]]} : array<f64, 2, A>
   %2 = array_view %d_b {spec = [['newaxis'], ['slice', False, False, False]]} : array<f64, 2, A>

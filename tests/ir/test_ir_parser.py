@@ -102,6 +102,9 @@ def test_types_parse() -> None:
         assert parse_type(str(t)) == t
     assert str(parse_type("vec5<i64>")) == "vec5<i64>"
     assert parse_type("array<f32, 2, C>").contiguous is True
+    fixed = kd.Array[kd.f64, 3].specialised(True, 4)
+    assert str(fixed) == "array<f64, 3, C, ?x4>" and parse_type(str(fixed)) == fixed
+    assert fixed.fixed_shape == (4,) and fixed.free_ndim == 2
 
 
 @pytest.mark.parametrize("text, message", [

@@ -85,7 +85,7 @@ def put(a: kd.Array[kd.f32, 2], i: kd.i64, j: kd.i64, v: kd.f32):
 def test_store_on_two_axes_checks_both():
     a = np.ones((2, 3), np.float32)
     assert put.ir(a, 1, 2, 2.5, stage="bounds-checks") == golden("""
-        kernel @put(%a: array<f32, 2, C>, %i: i64, %j: i64, %v: f32) {
+        kernel @put(%a: array<f32, 2, C, ?x3>, %i: i64, %j: i64, %v: f32) {
           %0 = array_dim %a {axis = 0} : i64
           %1 = wrap_index %i, %0 : i64
           %2 = array_dim %a {axis = 1} : i64

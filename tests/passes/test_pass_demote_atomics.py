@@ -162,7 +162,7 @@ def row_sums(g: kd.Array[kd.i64, 2], out: kd.Array[kd.i64]):
 def test_ndrange_demotes_only_when_every_loop_variable_indexes():
     g = np.arange(1, 10, dtype=np.int64).reshape(3, 3)
     assert transposed_grid.ir(g, stage="demote-atomics") == golden("""
-        kernel @transposed_grid(%g: array<i64, 2, C>) {
+        kernel @transposed_grid(%g: array<i64, 2, C, ?x3>) {
           %0 = array_dim %g {axis = 0} : i64
           %1 = array_dim %g {axis = 1} : i64
           %2 = constant 0 : i64
@@ -180,7 +180,7 @@ def test_ndrange_demotes_only_when_every_loop_variable_indexes():
     """)
     out = np.array([100, 200, 300], np.int64)
     assert row_sums.ir(g, out, stage="demote-atomics") == golden("""
-        kernel @row_sums(%g: array<i64, 2, C>, %out: array<i64, 1, C>) {
+        kernel @row_sums(%g: array<i64, 2, C, ?x3>, %out: array<i64, 1, C>) {
           %0 = array_dim %g {axis = 0} : i64
           %1 = array_dim %g {axis = 1} : i64
           %2 = constant 0 : i64

@@ -1,0 +1,216 @@
+"""Arrays of structures read with scalar indices (``pos[j, 0]``, ``pos[j, 1]``, ...): a
+C-contiguous array whose last axis is short is specialised on that size, so every stride
+is a constant and the loads of one row vectorise as one interleaved group. Each kernel is
+checked against its own Python function (and on the emulated CUDA device) on the
+specialised layout, on other sizes of the last axis and on strided views, which keep the
+general code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from kdsl_cpu_util import check, nonzero_floats, positive_floats
+
+import kdsl as kd
+
+
+@kd.func
+def pair_force(r2: kd.f32) -> kd.f32:
+    inv = 1.0 / r2
+    return inv * inv - 0.5 * inv
+
+
+@kd.kernel
+def forces_scalar(pos, acc, cutoff: kd.f32):
+    """The n-body kernel of the benchmarks on an (N, 3) array of f32 or f64."""
+    n = pos.shape[0]
+    for i in kd.prange(n):
+        ax = 0.0
+        ay = 0.0
+        az = 0.0
+        for j in range(n):
+            if j == i:
+                continue
+            dx = pos[i, 0] - pos[j, 0]
+            dy = pos[i, 1] - pos[j, 1]
+            dz = pos[i, 2] - pos[j, 2]
+            r2 = dx * dx + dy * dy + dz * dz
+            if r2 < cutoff * cutoff:
+                f = pair_force(r2)
+                ax += f * dx
+                ay += f * dy
+                az += f * dz
+        acc[i, 0] = ax
+        acc[i, 1] = ay
+        acc[i, 2] = az
+
+
+@kd.kernel
+def scale_rows(a, out):
+    """Reads and writes every component of each row; the size of the last axis is read
+    from the array, so a specialisation that took the wrong one would show."""
+    for i in kd.prange(a.shape[0]):
+        for k in range(a.shape[1]):
+            out[i, k] = a[i, k] * (k + 1) + a[i, a.shape[1] - 1 - k]
+
+
+@kd.kernel
+def row_norms(a, out):
+    for i in range(a.shape[0]):
+        s = 0.0
+        for k in range(a.shape[a.ndim - 1]):
+            s += a[i, k] * a[i, k]
+        out[i] = s
+
+
+@kd.kernel
+def pixel_sums(image, out):
+    """An (H, W, C) array: the two inner strides are constants, the outer one is not."""
+    for y in kd.prange(image.shape[0]):
+        for x in range(image.shape[1]):
+            s = 0.0
+            for c in range(image.shape[2]):
+                s += image[y, x, c] * (c + 1)
+            out[y, x] = s
+
+
+@kd.kernel
+def scatter_components(index, values, grid):
+    """Atomic updates of the components of an (M, 3) array in a parallel loop."""
+    for i in kd.prange(index.shape[0]):
+        cell = index[i]
+        grid[cell, 0] += values[i, 0]
+        grid[cell, 1] += values[i, 1]
+        grid[cell, 2] += 2.0 * values[i, 2]
+
+
+def _lattice(rng: np.random.Generator, n: int, dtype: type) -> np.ndarray:
+    """Points on a jittered lattice (no two closer than about 0.8)."""
+    side = int(np.ceil(n ** (1 / 3)))
+    grid = np.stack(np.meshgrid(*[np.arange(side)] * 3, indexing="ij"), -1).reshape(-1, 3)[:n]
+    return (grid + rng.uniform(-0.1, 0.1, size=(n, 3))).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nbody_scalar_indexed_matches_python_and_numpy(rng, dtype):
+    pos = _lattice(rng, 45, dtype)
+    acc = np.zeros_like(pos)
+    check(forces_scalar, pos, acc, 1.6, rtol=1e-4, atol=1e-4)
+    d = pos[:, None, :].astype(np.float64) - pos[None, :, :]
+    r2 = (d * d).sum(-1)
+    np.fill_diagonal(r2, np.inf)
+    f = np.where(r2 < 1.6 ** 2, 1 / r2 ** 2 - 0.5 / r2, 0.0)
+    np.testing.assert_allclose(acc, (f[..., None] * d).sum(1), rtol=1e-3, atol=1e-3)
+    assert np.abs(acc).max() > 0.01
+
+
+def test_nbody_on_strided_views(rng):
+    """Every other row, and three columns of four: the general code, same results."""
+    wide = np.zeros((90, 4), np.float32)
+    wide[:, :3] = _lattice(rng, 90, np.float32)
+    for pos in (wide[::2, :3], wide[:, :3]):
+        assert not pos.flags.c_contiguous
+        check(forces_scalar, pos, np.zeros(pos.shape, np.float32), 1.6, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(37, 2), (37, 3), (37, 4), (37, 8), (37, 9), (37, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rows_of_each_size(rng, shape, dtype):
+    a = nonzero_floats(rng, shape, dtype)
+    check(scale_rows, a, np.zeros_like(a), rtol=1e-6, atol=1e-5)  # a multiply-add may be fused
+    check(row_norms, a, np.zeros(shape[0], dtype), rtol=1e-6)
+
+
+def test_column_major_and_reversed_views(rng):
+    base = nonzero_floats(rng, (3, 41), np.float32)
+    for a in (base.T, base.T[::-1], np.asfortranarray(base.T)):
+        assert not a.flags.c_contiguous
+        check(scale_rows, a, np.zeros(a.shape, np.float32), rtol=1e-6, atol=1e-5)
+
+
+def test_integer_arrays(rng):
+    a = rng.integers(-100, 100, size=(29, 3)).astype(np.int32)
+    check(scale_rows, a, np.zeros_like(a))
+
+
+def test_one_kernel_called_with_each_layout_in_turn(rng):
+    """The compiled call path of one specialisation must send the others back to
+    dispatch: each layout is called twice in a row, so the second call builds the
+    compiled path the next layout's first call then meets."""
+    shapes = [(21, 3), (21, 4), (21, 3), (21, 5), (21, 2), (21, 3)]
+    for shape in shapes:
+        a = nonzero_floats(rng, shape, np.float32)
+        want = a * np.arange(1, shape[1] + 1, dtype=np.float32) + a[:, ::-1]
+        for _ in range(2):
+            out = np.zeros_like(a)
+            scale_rows(a, out)
+            np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-5)
+    for shape in shapes:
+        a = nonzero_floats(rng, shape, np.float32)
+        want = a * np.arange(1, shape[1] + 1, dtype=np.float32) + a[:, ::-1]
+        view = np.zeros((21, shape[1] + 1), np.float32)[:, :shape[1]]
+        view[...] = a
+        for _ in range(2):
+            out = np.zeros_like(a)
+            scale_rows(view, out)
+            np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-5)
+
+
+def test_three_axes(rng):
+    image = positive_floats(rng, (7, 9, 3), np.float32)
+    check(pixel_sums, image, np.zeros((7, 9), np.float32), rtol=1e-6)
+    check(pixel_sums, image[:, ::2], np.zeros((7, 5), np.float32), rtol=1e-6)
+
+
+def test_atomic_updates_of_components(rng):
+    index = rng.integers(0, 5, size=200).astype(np.int64)
+    values = nonzero_floats(rng, (200, 3), np.float64)
+    grid = np.zeros((5, 3), np.float64)
+    check(scatter_components, index, values, grid, rtol=1e-12, atol=1e-12)
+    want = np.zeros((5, 3))
+    np.add.at(want, index, values * [1.0, 1.0, 2.0])
+    np.testing.assert_allclose(grid, want, rtol=1e-12)
+
+
+def test_specialisation_is_in_the_ir(rng):
+    a = nonzero_floats(rng, (8, 3), np.float32)
+    assert "array<f32, 2, C, ?x3>" in scale_rows.ir(a, np.zeros_like(a))
+    wide = nonzero_floats(rng, (8, 12), np.float32)
+    assert "array<f32, 2, C>" in scale_rows.ir(wide, np.zeros_like(wide))
+    view = wide[:, :3]
+    assert "array<f32, 2, A>" in scale_rows.ir(view, np.zeros(view.shape, np.float32))
+
+
+def test_interleaved_rows_need_no_gathers(rng):
+    """With constant strides the vectoriser loads whole rows and shuffles them apart,
+    as it does for kd.vec3 arrays; with a runtime stride it gathers."""
+    pos = _lattice(rng, 64, np.float32)
+    text = forces_scalar.llvm_ir(pos, np.zeros_like(pos), 1.6, optimized=True)
+    assert "llvm.masked.gather" not in text
+
+
+def test_func_and_branch_join_layouts(rng):
+    """A local holding a specialised (N, 3) array or an (N, 3) array made in the kernel."""
+    src = nonzero_floats(rng, (11, 3), np.float32)
+    check(_pick_rows, src, np.zeros_like(src), 1)
+    check(_pick_rows, src, np.zeros_like(src), 0)
+
+
+@kd.func
+def _first_row_sum(a) -> kd.f32:
+    return a[0, 0] + a[0, 1] + a[0, 2]
+
+
+@kd.kernel
+def _pick_rows(src, out, use_src: kd.i32):
+    other = kd.zeros((src.shape[0], 3), dtype=kd.f32)
+    for i in range(src.shape[0]):
+        for k in range(3):
+            other[i, k] = 1.0 * k
+    chosen = other
+    if use_src == 1:
+        chosen = src
+    total = _first_row_sum(chosen) + _first_row_sum(src)
+    for i in range(src.shape[0]):
+        for k in range(3):
+            out[i, k] = chosen[i, k] + total
