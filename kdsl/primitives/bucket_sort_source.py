@@ -37,6 +37,7 @@ CACHE = 1 << 16  # at most this many keys are sorted by LSD radix in cache, more
 RADIX_BITS = 11  # bits per pass of the in-cache sorts
 WORK = 1 << 14  # counters per group (counting sort of ranges below this, radix digits)
 DENSE = 4  # counting sort when the range is at most this many times the number of keys
+EXPAND = 8  # copies of a key the counting sort writes at once
 SMALL = 32  # at most this many keys are sorted by insertion
 STACK = 8192  # segments waiting per group
 FINE_BITS = 16  # at most 2^16 fine bins
@@ -101,11 +102,19 @@ def _segment_source(k: str, bits: int) -> str:
         "    work[g, z] = 0",
         _each_key("in_keys", ["work[g, kd.i64(k - low)] += 1"]),
         "p = lo",
+        # EXPAND copies of each key are written at once (a count above EXPAND takes a
+        # loop); the copies past its count are overwritten by the keys after it
         "for z in range(span + 1):",
         "    c = work[g, z]",
         f"    v = value_of_key(low + {k}(z))",
-        "    for r in range(c):",
-        "        keys[p + r] = v",
+        f"    if p + {EXPAND} <= hi:",
+        f"        for r in range({EXPAND}):",
+        "            keys[p + r] = v",
+        f"        for r in range({EXPAND}, c):",
+        "            keys[p + r] = v",
+        "    else:",
+        "        for r in range(c):",
+        "            keys[p + r] = v",
         "    p += c",
     )
     lsd = _lines(
@@ -115,11 +124,27 @@ def _segment_source(k: str, bits: int) -> str:
         f"mask = {k}(radix - 1)",
         "for z in range(passes * radix):",
         "    work[g, z] = 0",
-        _each_key("in_keys", [
-            "d = k - low",
-            "for p in range(passes):",
-            f"    work[g, p * radix + kd.i64((d >> {k}(p * digit)) & mask)] += 1",
-        ]),
+        # the keys are copied to the other side while counted when an even number of
+        # passes from the array (or an odd one from the buffer) would end in the buffer
+        "copy = (passes % 2 == 1) == in_keys",
+        "if in_keys:",
+        "    for q in range(lo, hi):",
+        "        k = sort_key(keys[q])",
+        "        d = k - low",
+        "        for p in range(passes):",
+        f"            work[g, p * radix + kd.i64((d >> {k}(p * digit)) & mask)] += 1",
+        "        if copy:",
+        "            kb[q] = k",
+        "else:",
+        "    for q in range(lo, hi):",
+        "        k = kb[q]",
+        "        d = k - low",
+        "        for p in range(passes):",
+        f"            work[g, p * radix + kd.i64((d >> {k}(p * digit)) & mask)] += 1",
+        "        if copy:",
+        "            keys[q] = value_of_key(k)",
+        "if copy:",
+        "    in_keys = not in_keys",
         "for p in range(passes):",
         "    total = lo",
         "    for z in range(p * radix, (p + 1) * radix):",
@@ -144,9 +169,6 @@ def _segment_source(k: str, bits: int) -> str:
         "            work[g, z] = j + 1",
         "            keys[j] = value_of_key(k)",
         "    in_keys = not in_keys",
-        "if not in_keys:",
-        "    for q in range(lo, hi):",
-        "        keys[q] = value_of_key(kb[q])",
     )
     split = _lines(
         f"shift = {k}(width - {RADIX_BITS})",
