@@ -23,6 +23,29 @@ from kdsl.ir.structured import ForOp, IfOp, WhileOp
 
 SPECULATION_LIMIT = 48  # ops an if may run on both sides to become a select
 
+# LLVM loop metadata by hint: loops that run a few times, where vectorised and unrolled
+# copies would cost compile time and save nothing
+_LOOP_HINTS: dict[str, list[tuple[str, bool | None]]] = {
+    "no-vectorize": [("llvm.loop.vectorize.enable", False)],
+    "no-unroll": [("llvm.loop.unroll.disable", None)],
+    "no-runtime-unroll": [("llvm.loop.unroll.runtime.disable", None)],
+}
+
+
+def loop_hints(module: ir.Module, hints: tuple[str, ...]) -> ir.MDValue:
+    """A loop's ``!llvm.loop`` metadata: a node whose first operand is itself, then
+    one per hint."""
+    options: list[ir.MDValue] = []
+    for hint in hints:
+        for name, flag in _LOOP_HINTS[hint]:
+            operands: list[Any] = [ir.MetaDataString(module, name)]
+            if flag is not None:
+                operands.append(ir.Constant(ir.IntType(1), int(flag)))
+            options.append(module.add_metadata(operands))
+    node = module.add_metadata(options)
+    node.operands = (node, *node.operands)  # LLVM's loop id refers to itself
+    return node
+
 
 def _speculatable(op: Operation) -> bool:
     """A branch whose regions only compute (no memory, no loops) and are small."""
@@ -165,7 +188,9 @@ class ControlFlow:
         return self.emit_block(body)
 
     def _counted_loop(self, start: ir.Value, stop: ir.Value, step: ir.Value, inits: list[Repr],
-                      types: list[Any], body: Any) -> list[Repr]:
+                      types: list[Any], body: Any, hints: tuple[str, ...] = ()) -> list[Repr]:
+        """A loop from ``start`` to ``stop``; ``hints`` name LLVM loop transformations it
+        is not worth (see ``loop_hints``)."""
         fn = self.b.function
         pre = self.b.block
         header = fn.append_basic_block("for.header")
@@ -183,7 +208,9 @@ class ControlFlow:
         latch = self.b.block
         iv.add_incoming(next_iv, latch)
         self._add_incoming(carried, new_values, latch, types)
-        self.b.branch(header)
+        back_edge = self.b.branch(header)
+        if hints:
+            back_edge.set_metadata("llvm.loop", loop_hints(self.b.module, hints))
         self.b.position_at_end(exit_bb)
         return carried
 

@@ -145,8 +145,14 @@ class ParallelLoops:
                     return level(axis + 1, ivs + [iv], c)
                 return self._run_body(body, ivs + [iv] + c)
 
-            return self._counted_loop(start, stop, one, carried, types, inner)
+            hints = ("no-runtime-unroll",) if axis + 1 == ndim and elementwise else ()
+            return self._counted_loop(start, stop, one, carried, types, inner, hints)
 
+        # an elementwise body's innermost axis is vectorised, with a scalar remainder of a
+        # few iterations that unrolled copies would not speed up (they made LLVM's loop
+        # strength reduction a third of the compile time of small tensor statements)
+        elementwise = not has_inner_loop(body) and not any(
+            op.name == "atomic_rmw" for op in body.walk())
         return level(0, [], accs)
 
     def _serial_parallel_for(self, op: Operation) -> list[Repr]:
@@ -518,7 +524,7 @@ class ParallelLoops:
                 return [self._combine(kind, t, carried[0], unflatten(t, parts))]
 
             (total,) = self._counted_loop(ir.Constant(i64, 0), nchunks, ir.Constant(i64, 1),
-                                          [init], [t], combine)
+                                          [init], [t], combine, ("no-vectorize", "no-unroll"))
             results.append(total)
         return results
 

@@ -82,3 +82,36 @@ def test_the_team_helpers_are_not_optimised_per_kernel(rng):
     reference = np.zeros_like(a)
     scaled_copy.python(a, reference)
     np.testing.assert_array_equal(out, reference)
+
+
+@kd.kernel
+def sum_of_rows(a: kd.Array[kd.f32, 2], out: kd.Array[kd.f32, 2]) -> kd.f32:
+    out[:, :] = 0.5 * a + 1.0
+    return kd.sum(a * a)
+
+
+@kd.kernel
+def histogram(keys: kd.Array[kd.i32], counts: kd.Array[kd.i32]):
+    for i in kd.prange(keys.shape[0]):
+        counts[keys[i]] += 1
+
+
+def test_loop_hints_spare_llvm_copies_that_gain_nothing(rng):
+    """An elementwise loop's scalar remainder is not unrolled, nor the loop combining a
+    reduction's chunk partials vectorised; a loop of atomic updates keeps its unrolling."""
+    a = rng.uniform(-1.0, 1.0, (37, 29)).astype(np.float32)
+    out = np.zeros_like(a)
+    text = sum_of_rows.llvm_ir(a, out)
+    assert '!"llvm.loop.unroll.runtime.disable"' in text
+    assert '!"llvm.loop.vectorize.enable", i1 0' in text
+    total = sum_of_rows(a, out)
+    np.testing.assert_allclose(out, 0.5 * a + 1.0, rtol=1e-6)
+    np.testing.assert_allclose(total, np.sum(a.astype(np.float64) ** 2), rtol=1e-5)
+    reference = np.zeros_like(a)
+    np.testing.assert_allclose(total, sum_of_rows.python(a, reference), rtol=1e-5)
+
+    keys = rng.integers(0, 7, 1000).astype(np.int32)
+    counts = np.zeros(7, np.int32)
+    assert "llvm.loop.unroll.runtime.disable" not in histogram.llvm_ir(keys, counts)
+    histogram(keys, counts)
+    np.testing.assert_array_equal(counts, np.bincount(keys, minlength=7))
