@@ -379,8 +379,8 @@ class ExpressionLowering(VectorLowering, TensorLowering):
     def selects_view(self, t: T.ArrayType, index: ast.expr) -> bool:
         """Whether ``a[index]`` is a view (slices, new axes, fewer indices than axes)."""
         items = index.elts if isinstance(index, ast.Tuple) else [index]
-        special = any(isinstance(i, ast.Slice) or (isinstance(i, ast.Constant) and i.value is None)
-                      for i in items)
+        special = any(isinstance(i, ast.Slice) or self.is_new_axis(i) or (
+            isinstance(i, ast.Constant) and i.value is Ellipsis) for i in items)
         if isinstance(index, ast.Name) and isinstance(self.env.get(index.id), TupleValue):
             return False  # a tuple of indices held in a local
         if not special and len(items) < t.ndim:  # grid[base + offset], with an ivec2

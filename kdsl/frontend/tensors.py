@@ -31,6 +31,9 @@ class TensorLowering(LoweringBase):
     def value(self, node: ast.expr) -> Value:  # provided by ExpressionLowering
         raise NotImplementedError
 
+    def expr(self, node: ast.expr) -> Any:  # provided by ExpressionLowering
+        raise NotImplementedError
+
     # --- elementwise ------------------------------------------------------------------
 
     def _element(self, v: Value) -> tuple[Any, bool]:
@@ -94,7 +97,7 @@ class TensorLowering(LoweringBase):
     def array_view(self, array: Value, index_node: ast.expr, node: ast.AST) -> Value:
         """``a[1:-1, ::2]``, ``a[:, 0]``, ``a[:, None]``, ``a[i]`` of a 2-D array: a view."""
         t: T.ArrayType = array.type
-        items = index_node.elts if isinstance(index_node, ast.Tuple) else [index_node]
+        items = self.index_items(t, index_node)
         spec: list[tuple] = []
         operands: list[Value] = []
         axes_used = 0
@@ -104,8 +107,6 @@ class TensorLowering(LoweringBase):
                 spec.append(("newaxis",))
                 ndim += 1
                 continue
-            if isinstance(item, ast.Constant) and item.value is Ellipsis:
-                self.error("'...' in an index is not supported; spell out the axes", item)
             axes_used += 1
             if isinstance(item, ast.Slice):
                 parts = []
@@ -136,6 +137,32 @@ class TensorLowering(LoweringBase):
             self.error("this index selects a single element; index every axis with integers", node)
         result = T.ArrayType(t.dtype, ndim, False)
         return self.op("array_view", array, *operands, spec=tuple(spec), type=result, node=node)
+
+    def index_items(self, t: T.ArrayType, index_node: ast.expr) -> list[ast.expr]:
+        """The items of an index with NumPy's spellings made plain: ``np.newaxis`` is
+        ``None``, and ``...`` the full slices of the axes the other items leave."""
+        items = list(index_node.elts) if isinstance(index_node, ast.Tuple) else [index_node]
+        items = [ast.copy_location(ast.Constant(None), i) if self.is_new_axis(i) else i
+                 for i in items]
+        ellipses = [k for k, i in enumerate(items) if _is_ellipsis(i)]
+        if len(ellipses) > 1:
+            self.error("an index can only have a single ellipsis ('...')", items[ellipses[1]])
+        if ellipses:
+            k = ellipses[0]
+            used = sum(1 for i in items if not _is_ellipsis(i) and not (
+                isinstance(i, ast.Constant) and i.value is None))
+            full = [ast.copy_location(ast.Slice(), items[k]) for _ in range(t.ndim - used)]
+            items[k:k + 1] = full
+        return items
+
+    def is_new_axis(self, item: ast.expr) -> bool:
+        """``None`` or a name for it (``np.newaxis``) in an index."""
+        if isinstance(item, ast.Constant):
+            return item.value is None
+        if isinstance(item, (ast.Name, ast.Attribute)):
+            value = self.expr(item)
+            return isinstance(value, Static) and value.obj is None
+        return False
 
     def array_transpose(self, array: Value, node: ast.AST) -> Value:
         t: T.ArrayType = array.type
@@ -231,3 +258,7 @@ def reduction_arguments(lo: Any, node: ast.Call, names: tuple[str, ...]) -> dict
         else:
             out[name] = bool(given)
     return out
+
+
+def _is_ellipsis(item: ast.expr) -> bool:
+    return isinstance(item, ast.Constant) and item.value is Ellipsis
