@@ -162,3 +162,19 @@ def test_returned_arrays_on_the_device_match_the_cpu(emulated_device) -> None:
         grads.append(x.grad.numpy())
     assert np.abs(grads[0]).max() > 1e-3
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10)
+
+
+@kd.kernel
+def small_network(w: kd.Array[kd.f64, 2], x: kd.Array[kd.f64, 2]) -> kd.f64:
+    h = kd.tanh(x @ w)
+    return kd.sum(h * h * kd.max(h, axis=1, keepdims=True))
+
+
+def test_jvp_of_whole_array_expressions_on_the_device_matches_the_cpu(emulated_device) -> None:
+    rng = np.random.default_rng(21)
+    w, x, t = rng.standard_normal((3, 4)), rng.standard_normal((5, 3)), rng.standard_normal((3, 4))
+    expected = kd.jvp(small_network, (w, x), (t, None))
+    got = kd.jvp(small_network, (kd.array(w, device="cuda"), kd.array(x, device="cuda")),
+                 (kd.array(t, device="cuda"), None))
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+    assert abs(expected[1]) > 1e-6

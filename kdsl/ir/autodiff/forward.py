@@ -4,7 +4,9 @@ Its arguments are the kernel's, then one tangent per differentiated argument (an
 the same shape for an array); it returns the kernel's value and that value's tangent.
 Each op is emitted followed by its tangent (tangent_rules.py); loops carry the tangents of
 their carried values, branches yield them, parallel loops sum them, and an array whose
-elements vary has a tangent array updated by the same stores.
+elements vary has a tangent array updated by the same stores. It runs after the tensor
+lowering: whole-array expressions are loops then, and a matrix product (``gemm``) gets
+the products of its tangent.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from kdsl.ir.autodiff import tangent_rules  # noqa: F401  (attaches the rules to
 from kdsl.ir.autodiff.activity import is_float, varied_values
 from kdsl.ir.autodiff.bits import check_bits_round_trips
 from kdsl.ir.autodiff.emitter import AdjointEmitter, located_error
-from kdsl.ir.autodiff.memory import zeros_like_array
+from kdsl.ir.autodiff.memory import array_bases, zeros_like_array
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Function, Module, Operation, Value
 from kdsl.ir.ops import lookup
@@ -63,9 +65,9 @@ class TangentSweep(AdjointEmitter):
         self._mapping = m
         if not self._effects and op.name in _EFFECTS:
             return
-        if op.name in _TENSOR_OPS:
+        if op.name in _TENSOR_OPS:  # lowered before forward mode: not met
             raise located_error("whole-array expressions cannot be differentiated in forward "
-                                "mode yet; write the loop", op.location)
+                                "mode here", op.location)
         if op.name == "for":
             self._for(op, m)
         elif op.name == "while":
@@ -95,6 +97,8 @@ class TangentSweep(AdjointEmitter):
                     "array_load", [tangent_array, *new.operands[1:]]).result
         elif name in ("array_store", "atomic_rmw"):
             self._store(op, new)
+        elif name == "gemm":
+            self._gemm(op, new)
         elif name == "array_new":
             if op.result in self.varied_arrays:
                 self.tangent_arrays[op.result] = zeros_like_array(self, new.result)
@@ -117,6 +121,40 @@ class TangentSweep(AdjointEmitter):
                 tangent = rule(self, op, list(new.operands), tangents)
                 if tangent is not None:
                     self.tangents[op.result] = tangent
+
+    def _gemm(self, op: Operation, new: Operation) -> None:
+        """``c = a @ b`` (rows ``first`` to ``first + count`` when given): the tangent of
+        ``c`` is ``ta @ b + a @ tb``, the same packed product twice."""
+        a, b, c = new.operands[:3]
+        rows = new.operands[3:]
+        tc = self.tangent_arrays.get(op.operands[2])
+        ta, tb = (self.tangent_arrays.get(v) for v in op.operands[:2])
+        if tc is None or (ta is None and tb is None):
+            return
+        if tb is None:
+            assert ta is not None
+            self.b.create("gemm", [ta, b, tc, *rows])
+            return
+        if ta is None:
+            self.b.create("gemm", [a, tb, tc, *rows])
+            return
+        self.b.create("gemm", [ta, b, tc, *rows])
+        dims = [self.b.create("array_dim", [tc], {"axis": k}).result for k in range(2)]
+        t = tc.type
+        assert isinstance(t, T.ArrayType)
+        other = self.b.create("array_new", dims, {"type": T.ArrayType(t.dtype, 2, True),
+                                                  "fill": "empty"}).result
+        self.b.create("gemm", [a, tb, other, *rows])
+        first = rows[0] if rows else self.b.constant(0, _INDEX)
+        count = rows[1] if rows else dims[0]
+        body = Block([Value(_INDEX, "i"), Value(_INDEX, "j")])
+        with self.b.at(body):
+            i = self.op("add", first, body.args[0])
+            total = self.op("add", self.b.create("array_load", [tc, i, body.args[1]]).result,
+                            self.b.create("array_load", [other, i, body.args[1]]).result)
+            self.b.create("array_store", [tc, i, body.args[1], total])
+            self.b.create("yield", [])
+        self.b.create("parallel_for", [count, dims[1]], {"ndim": 2, "reductions": ()}, [body], [])
 
     def _store(self, op: Operation, new: Operation) -> None:
         tangent_array = self.tangent_arrays.get(op.operands[0])
@@ -295,6 +333,21 @@ class TangentSweep(AdjointEmitter):
             self.tangents.pop(arg, None)
         self.emit_block(body.ops, inner)
 
+def _varied(body: Block, roots: list[Value]) -> tuple[set[Value], set[Value]]:
+    """``varied_values``, with the products of lowered matmuls (``gemm``) of arrays that
+    vary varying too."""
+    products = [op for op in body.walk() if op.name == "gemm"]
+    bases = array_bases(body)
+    while True:
+        varied, varied_arrays = varied_values(body, roots)
+        more = [v for op in products if op.operands[2] not in varied_arrays
+                and (op.operands[0] in varied_arrays or op.operands[1] in varied_arrays)
+                for v in (op.operands[2], bases.get(op.operands[2], op.operands[2]))]
+        if not more:
+            return varied, varied_arrays
+        roots = roots + more
+
+
 def jacobian_vector_product(module: Module, argnums: tuple[int, ...]) -> None:
     """Replaces ``module.kernel`` by its Jacobian-vector product with respect to the
     arguments at ``argnums``."""
@@ -306,7 +359,7 @@ def jacobian_vector_product(module: Module, argnums: tuple[int, ...]) -> None:
             f"kd.jvp needs a kernel that returns one floating-point scalar; {fn.name} returns "
             + (", ".join(str(v.type) for v in ret.operands) or "nothing"), fn.location)
     roots = [fn.args[k] for k in argnums]
-    varied, varied_arrays = varied_values(fn.body, roots)
+    varied, varied_arrays = _varied(fn.body, roots)
     check_bits_round_trips(fn.body, varied)
     tangent_args = [Value(a.type, tangent_name(fn.arg_names[k])) for k, a in zip(argnums, roots)]
     body = Block(list(fn.args) + tangent_args)

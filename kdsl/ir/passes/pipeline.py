@@ -42,6 +42,10 @@ def in_debug(options: PassOptions) -> bool:
     return options.debug
 
 
+def forward_mode(options: PassOptions) -> bool:
+    return options.tangent is not None
+
+
 @dataclass(frozen=True)
 class ModulePass:
     """A named transformation of a whole module, in place (inlining and differentiation
@@ -76,6 +80,7 @@ PIPELINE: tuple[Pass, ...] = (
     FunctionPass("drop-index-wraps", drop_index_wraps.run),
     ModulePass("autodiff", differentiate.run),
     FunctionPass("lower-tensors", lower_tensors.run),
+    ModulePass("forward-mode", differentiate.run_forward, when=forward_mode),
     # before anything can delete an access whose value is unused: its check stays
     FunctionPass("bounds-checks", bounds_checks.run, when=in_debug),
     FunctionPass("simplify", simplify.run),
