@@ -335,6 +335,8 @@ class FastCall:
     """A specialisation's compiled entry: ``function(*args)`` returns None (done),
     ``bytes`` (the status slots: an error, or the results) or ``SLOW``."""
 
+    own_code_only = False  # whether the kernel's code is all its dependencies hold
+
     def __init__(self, compiled: CompiledKernel, kinds: str, key: tuple,
                  hidden: HiddenArguments | None = None) -> None:
         address = _entry_point(kinds)

@@ -98,9 +98,13 @@ class Kernel:
     def __call__(self, *args: Any) -> Any:
         fast = self._fast
         if fast is not None and self.py_function.__code__ is self._code_read \
-                and fast.deps.unchanged():
-            hidden = fast.hidden.read(self.__name__) if fast.hidden else ()
-            result = fast.function(*args, *hidden)
+                and (fast.own_code_only or fast.deps.unchanged()):
+            hidden: Any = ()
+            if fast.hidden:
+                hidden = fast.hidden.read(self.__name__)
+                result = fast.function(*args, *hidden)
+            else:
+                result = fast.function(*args)
             if result is None:
                 return None
             if result is not SLOW:
@@ -162,7 +166,15 @@ class Kernel:
             return fast
         if calls != 1:
             return None
-        fast = self._fast_calls[key] = fast_call_for(compiled, key, hidden)
+        fast = fast_call_for(compiled, key, hidden)
+        if fast is not None:
+            # the code check of every call covers dependencies that are the kernel's
+            # own code alone (they were current when the specialisation was chosen)
+            deps = compiled.deps
+            fast.own_code_only = (not deps.funcs and not deps.constants
+                                  and [f for f, _ in deps.functions] == [self.py_function]
+                                  and deps.functions[0][1] is self._code_read)
+        self._fast_calls[key] = fast
         return fast
 
     def _forget_if_recoded(self) -> None:

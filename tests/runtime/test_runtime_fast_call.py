@@ -3,6 +3,8 @@ every argument the Python path rejects (or specialises anew for) still reaches i
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -372,3 +374,44 @@ def test_random_kernels_draw_the_same_streams_on_the_compiled_path():
     last = np.zeros(16)
     noise(last)
     np.testing.assert_array_equal(last, first[3])
+
+
+SHIFT = 1.5
+
+
+@kd.func
+def shifted(x: kd.f32) -> kd.f32:
+    return x + SHIFT
+
+
+@kd.kernel
+def add_shift(a: kd.Array[kd.f32], out: kd.Array[kd.f32]):
+    for i in range(out.shape[0]):
+        out[i] = a[i] + SHIFT
+
+
+@kd.kernel
+def call_shifted(a: kd.Array[kd.f32], out: kd.Array[kd.f32]):
+    for i in range(out.shape[0]):
+        out[i] = shifted(a[i])
+
+
+@pytest.mark.parametrize("kernel", [add_shift, call_shifted])
+def test_the_compiled_path_sees_a_changed_global(kernel, monkeypatch):
+    a, out = data(), np.zeros(16, np.float32)
+    warm(kernel, a, out)
+    assert not kernel._fast.own_code_only  # a global constant: checked at each call
+    monkeypatch.setattr(sys.modules[__name__], "SHIFT", -2.5)
+    kernel(a, out)
+    np.testing.assert_allclose(out, a - 2.5, rtol=1e-6)
+    reference = np.zeros_like(out)
+    kernel.python(a, reference)
+    np.testing.assert_allclose(out, reference, rtol=1e-6)
+
+
+def test_a_kernel_of_its_own_code_alone_skips_the_dependency_check():
+    a, b, c = data(), data(), np.zeros(16, np.float32)
+    warm(add, a, b, c)
+    assert add._fast.own_code_only
+    add(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
