@@ -17,6 +17,7 @@ from kdsl.codegen.llvm_types import (
     unflatten,
 )
 from kdsl.codegen.scalar_ops import range_length
+from kdsl.codegen.vector_math import interleave_hints
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import Trait, lookup
 from kdsl.ir.structured import ForOp, IfOp, WhileOp
@@ -37,6 +38,11 @@ def loop_hints(module: ir.Module, hints: tuple[str, ...]) -> ir.MDValue:
     one per hint."""
     options: list[ir.MDValue] = []
     for hint in hints:
+        if hint.startswith("interleave-"):  # vectorised math (vector_math.interleave_hints)
+            options.append(module.add_metadata([
+                ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                ir.Constant(ir.IntType(32), int(hint.removeprefix("interleave-")))]))
+            continue
         for name, flag in _LOOP_HINTS[hint]:
             operands: list[Any] = [ir.MetaDataString(module, name)]
             if flag is not None:
@@ -203,12 +209,14 @@ class ControlFlow:
         carried = self._phis(types, inits, pre)
         self.b.cbranch(self.b.icmp_signed("<", iv, stop), body_bb, exit_bb)
         self.b.position_at_end(body_bb)
+        math_calls = self.scalar.vector_math_calls
         new_values = body(iv, carried)
         next_iv = self.b.add(iv, step, flags=["nsw"])
         latch = self.b.block
         iv.add_incoming(next_iv, latch)
         self._add_incoming(carried, new_values, latch, types)
         back_edge = self.b.branch(header)
+        hints += interleave_hints(self.scalar.vector_math_calls - math_calls)
         if hints:
             back_edge.set_metadata("llvm.loop", loop_hints(self.b.module, hints))
         self.b.position_at_end(exit_bb)

@@ -107,6 +107,9 @@ def optimize(llvm_ir: str, context: Any = None) -> Any:
     pto.loop_unrolling = True
     pass_builder = b.create_pass_builder(tm, pto)
     pass_builder.getModulePassManager().run(module, pass_builder)
+    from kdsl.codegen.vector_variants import inline_variants
+
+    inline_variants(module, tm, context)
     return module
 
 

@@ -44,6 +44,7 @@ class ScalarEmitter:
         self.module = module
         self.fastmath = fastmath
         self.builder: ir.IRBuilder = None  # type: ignore[assignment]
+        self.vector_math_calls = 0  # emitted so far (loops of several interleave more)
 
     # --- helpers --------------------------------------------------------------------
 
@@ -104,6 +105,7 @@ class ScalarEmitter:
         None (no fastmath, not on this host, or not a vectorised function)."""
         if not (self.vector_math and self.fastmath and vector_math.has_variants(libm_name)):
             return None
+        self.vector_math_calls += 1
         return vector_math.vectorisable_function(self.module, libm_name, t)
 
     # --- arithmetic ------------------------------------------------------------------

@@ -1,28 +1,29 @@
-"""Math functions that vectorise on the CPU: glibc's vector math library (libmvec)
-through LLVM's loop and SLP vectorisers.
+"""Math functions that vectorise on the CPU, through LLVM's loop and SLP vectorisers.
 
 A math builtin in a ``fastmath`` kernel calls a small scalar function of the module's own,
 ``kdsl.vm.<libm name>``, which calls the C library's scalar function and carries the
-``vector-function-abi-variant`` attribute naming libmvec's 2-, 4-, 8- or 16-lane variants
-(``_ZGVeN16v_expf``: AVX-512, 16 floats) that the host's instruction set can run. The
-vectoriser replaces the call by the variant of the vector width it picks; the scalar
-remainder of a loop and code outside loops call the C library as before. A scalar name of
-our own is needed because LLVM would turn ``expf`` into ``llvm.exp`` (which has no vector
-library here) or, knowing that ``expf`` may set ``errno``, refuse to vectorise it.
+``vector-function-abi-variant`` attribute naming vector variants of 2 to 16 lanes that
+the host's instruction set can run. The vectoriser replaces the call by the variant of
+the vector width it picks; the scalar remainder of a loop and code outside loops call
+the C library as before. A scalar name of our own is needed because LLVM would turn
+``expf`` into ``llvm.exp`` (which has no vector library here) or, knowing that ``expf``
+may set ``errno``, refuse to vectorise it.
 
-Why libmvec rather than polynomials emitted as IR: glibc's x86-64 variants are the
-range-reduction-plus-minimax implementations (Intel's SVML lineage) that an emitter of our
-own would reproduce, documented within 4 ulp, with special-case paths (NaN, infinities,
-denormals, huge sin/cos arguments through the scalar function) already tested by glibc.
-Measured on an AVX-512 host over 2^22 float32 on one thread: exp and log 15 times, sin,
-tan, tanh and erf 60 to 120 times faster than the scalar calls, as fast as NumPy's own
-AVX-512 loops, and at most 4 ulp off over all inputs (tests/cpu/test_cpu_vector_math.py);
-polynomials of our own would have to match that and be tested as widely. All of the
-math table's transcendental functions have variants (glibc 2.35 or later).
+The variants are either the compiler's own (codegen/vector_variants.py: range reduction
+and minimax polynomials emitted as vector IR and inlined after vectorisation, for the
+functions where they measured faster) or glibc's libmvec (``_ZGVeN16v_expf``: AVX-512,
+16 floats), the range-reduction-plus-minimax implementations of Intel's SVML lineage,
+documented within 4 ulp, with special-case paths (NaN, infinities, denormals, huge
+sin/cos arguments through the scalar function) tested by glibc. Both are tested within
+4 ulp over all inputs (tests/cpu/test_cpu_vector_math.py). All of the math table's
+transcendental functions have libmvec variants (glibc 2.35 or later).
+
+A loop body with several math calls is interleaved (``interleave_math_loop``): a chain
+of polynomials is latency-bound otherwise.
 
 ``fastmath=False`` keeps the scalar C library calls, whose results do not depend on
-vectorisation. Where libmvec or the instruction set is missing the table is empty and
-the code is what it was: scalar calls. The CUDA back end keeps libdevice.
+vectorisation. Where neither libmvec nor the own variants are available the attribute is
+left out and the code is what it was: scalar calls. The CUDA back end keeps libdevice.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import platform
 
 from llvmlite import ir
 
+from kdsl.codegen import vector_variants
 from kdsl.codegen.llvm_types import f32, f64
 
 # the libm functions with libmvec variants (the float one adds "f"), by arity
@@ -80,8 +82,11 @@ def available() -> bool:
 
 
 def has_variants(libm_name: str) -> bool:
-    """Whether ``libm_name`` (the double function's name) vectorises here."""
-    return libm_name in _VECTORISED and available()
+    """Whether ``libm_name`` (the double function's name) vectorises here, through
+    libmvec or the compiler's own variants (codegen.vector_variants)."""
+    if libm_name not in _VECTORISED:
+        return False
+    return available() or any(vector_variants.available(libm_name + suffix) for suffix in ("", "f"))
 
 
 def abi_variants(libm_name: str, single: bool) -> tuple[str, ...]:
@@ -109,9 +114,10 @@ class _StringAttributes(ir.values.FunctionAttributes):
 
 
 def vectorisable_function(module: ir.Module, libm_name: str, t: ir.Type) -> ir.Function:
-    """``kdsl.vm.<symbol>``: calls the C library's function and names its libmvec
-    variants; defined once per module, with the variants' declarations kept alive until
-    the vectoriser has run (``llvm.compiler.used``)."""
+    """``kdsl.vm.<symbol>``: calls the C library's function and names its vector
+    variants, the compiler's own (codegen.vector_variants) or libmvec's; defined once per
+    module, with libmvec's declarations kept alive until the vectoriser has run
+    (``llvm.compiler.used``)."""
     single = t == f32
     assert t in (f32, f64)
     symbol = libm_name + ("f" if single else "")
@@ -124,13 +130,24 @@ def vectorisable_function(module: ir.Module, libm_name: str, t: ir.Type) -> ir.F
     libm = module.globals.get(symbol)
     if not isinstance(libm, ir.Function):
         libm = ir.Function(module, fnty, symbol)
-    variants = abi_variants(libm_name, single)
+    own = vector_variants.chosen(symbol, libmvec_has_it=available())
+    if own:
+        variants = tuple(vector_variants.declare_variants(module, symbol, t))
+    else:
+        variants = abi_variants(libm_name, single)
     wrapper = ir.Function(module, fnty, name)
     wrapper.linkage = "internal"
     wrapper.attributes = _StringAttributes(
-        [f'"vector-function-abi-variant"="{",".join(variants)}"'])
+        [f'"vector-function-abi-variant"="{",".join(variants)}"'] if variants else [])
     builder = ir.IRBuilder(wrapper.append_basic_block("entry"))
     builder.ret(builder.call(libm, list(wrapper.args), tail=True))
+    if not own:
+        _declare_libmvec(module, variants, t, arity)
+    return wrapper
+
+
+def _declare_libmvec(module: ir.Module, variants: tuple[str, ...], t: ir.Type, arity: int) -> None:
+    """Declares libmvec's variants, kept alive until the vectoriser has run."""
     used = []
     for entry in variants:
         vector_name = entry[entry.index("(") + 1 : -1]
@@ -141,7 +158,6 @@ def vectorisable_function(module: ir.Module, libm_name: str, t: ir.Type) -> ir.F
             declared = ir.Function(module, ir.FunctionType(vt, [vt] * arity), vector_name)
         used.append(declared)
     _keep_alive(module, used)
-    return wrapper
 
 
 def _keep_alive(module: ir.Module, functions: list[ir.Function]) -> None:
@@ -159,3 +175,18 @@ def _keep_alive(module: ir.Module, functions: list[ir.Function]) -> None:
     array_type = ir.ArrayType(ptr, len(members))
     used.value_type = array_type
     used.initializer = ir.Constant(array_type, members)
+
+
+# the interleave count of a loop body with this many vectorised math calls or more
+_INTERLEAVE = ((4, 8), (2, 4))
+
+
+def interleave_hints(math_calls: int) -> tuple[str, ...]:
+    """The loop hint (control_flow.loop_hints) of a loop whose body calls several
+    vectorised math functions: their polynomials form one long chain of dependent
+    operations per vector, which the out-of-order window covers only for a vector or two
+    at a time; 4 or 8 independent vectors per iteration keep the vector units busy (a
+    chain of four functions runs about twice as fast). LLVM's cost model would not
+    interleave: the calls look expensive."""
+    count = next((ic for calls, ic in _INTERLEAVE if math_calls >= calls), 0)
+    return (f"interleave-{count}",) if count else ()

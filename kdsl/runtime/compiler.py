@@ -158,7 +158,7 @@ def cache_key(deps: Dependencies, params: list[Parameter], options: BuildOptions
     h = hashlib.sha256()
     parts = [
         f"kdsl {VERSION}", compiler_fingerprint(), sys.version, np.__version__,
-        target_description(),
+        target_description(), os.environ.get("KDSL_VECTOR_MATH", ""),
         repr(ndarray_offsets()), repr(options),
         repr([(p.name, p.type, p.weak, p.passing) for p in params]),
         *deps.key_parts(), *extra,

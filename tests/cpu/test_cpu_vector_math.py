@@ -6,13 +6,15 @@ domain, against NumPy in double precision; fastmath=False keeps the C library's 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
 from kdsl_cpu_util import kernel_from_source
 
 import kdsl as kd
-from kdsl.codegen import cpu, vector_math
+from kdsl.codegen import cpu, math_trig, vector_math, vector_variants
+from kdsl.codegen.llvm_types import f32
 from kdsl.ir.math_builtins import MATH_FUNCTIONS
 
 # the usual domain of each function, sampled densely besides the random bit patterns
@@ -30,7 +32,10 @@ _SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 1e-40, -1e-
 _SCALAR_MATH = sorted(n for n, f in MATH_FUNCTIONS.items() if f.libm or f.intrinsic)
 VECTORISED = sorted(n for n in _SCALAR_MATH if n in vector_math._VECTORISED) + ["pow"]
 
-pytestmark = pytest.mark.skipif(not vector_math.available(), reason="no libmvec here")
+_OWN_HERE = any(vector_variants.available(s) for s in vector_variants.OWN)
+pytestmark = pytest.mark.skipif(not (vector_math.available() or _OWN_HERE),
+                                reason="no vector math here")
+needs_libmvec = pytest.mark.skipif(not vector_math.available(), reason="no libmvec here")
 
 _SOURCE = """
 @kd.kernel{options}
@@ -119,18 +124,95 @@ def test_vectorised_within_4_ulp(name: str, dtype: type) -> None:
         f"expected {want[worst]!r}: {distance[worst]:.0f} ulp")
 
 
+@needs_libmvec
 @pytest.mark.parametrize("name", ["exp", "sin", "pow", "atan2"])
 def test_vector_variants_in_loops_and_libm_without_fastmath(name: str) -> None:
     arity = 2 if name in ("pow", "atan2") else 1
     args = [np.linspace(0.1, 3.0, 1000, dtype=np.float32) for _ in range(arity)]
     fast, exact = _kernel(name), _kernel(name, fastmath=False)
     optimised = str(cpu.optimize(fast.llvm_ir(*args, args[0])))
-    assert "_ZGV" in optimised, "the loop calls no vector variant"
-    assert "_ZGV" not in str(cpu.optimize(exact.llvm_ir(*args, args[0])))
+    symbol = ("pow" if name == "pow" else name) + "f"
+    if vector_variants.chosen(symbol, libmvec_has_it=True):  # inlined polynomials
+        assert "<16 x float>" in optimised or "<8 x float>" in optimised
+        left = re.findall(rf"@kdsl\.vm\.{symbol}\.v\d+\(", optimised)
+        assert not left, "a vector variant is left as a call"
+    else:
+        assert "call" in optimised and "@_ZGV" in optimised, "the loop calls no vector variant"
+    assert "kdsl.vm." not in str(cpu.optimize(exact.llvm_ir(*args, args[0])))
     libm = _run(exact, args)
     want = _reference(name, args).astype(np.float32)
     assert np.max(ulp_distance(libm, want)) <= 1
     np.testing.assert_allclose(_run(fast, args), want, rtol=4e-7)
+
+
+OWN = sorted(vector_variants.OWN)
+
+
+@needs_libmvec
+@pytest.mark.parametrize("symbol", OWN)
+def test_libmvec_variants_of_own_functions(symbol: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """KDSL_VECTOR_MATH=libmvec: the functions the compiler has its own variants of
+    still vectorise through libmvec, within 4 ulp."""
+    monkeypatch.setenv("KDSL_VECTOR_MATH", "libmvec")
+    name, dtype = _name_and_dtype(symbol)
+    args = [_inputs(name, dtype, 1 << 15, np.random.default_rng(5))]
+    optimised = str(cpu.optimize(_kernel(name).llvm_ir(*args, args[0])))
+    assert "@_ZGV" in optimised and not re.findall(rf"@kdsl\.vm\.{symbol}\.v\d+\(", optimised)
+    _assert_within_4_ulp(name, args, _run(_kernel(name), args))
+
+
+def _name_and_dtype(symbol: str) -> tuple[str, type]:
+    own = vector_variants.OWN[symbol]
+    single = own.type == f32
+    return (symbol[:-1] if single else symbol), (np.float32 if single else np.float64)
+
+
+def _assert_within_4_ulp(name: str, args: list[np.ndarray], got: np.ndarray) -> None:
+    with np.errstate(over="ignore", under="ignore"):
+        want = _reference(name, args).astype(got.dtype)
+    distance = ulp_distance(got, want)
+    worst = int(np.argmax(distance))
+    assert distance[worst] <= 4, (
+        f"{name}({', '.join(repr(a[worst]) for a in args)}) = {got[worst]!r}, "
+        f"expected {want[worst]!r}: {distance[worst]:.0f} ulp")
+
+
+@pytest.mark.parametrize("symbol", [s for s in OWN if s.startswith(("sin", "cos"))])
+def test_own_sin_cos_near_and_past_the_reduction_limit(symbol: str) -> None:
+    """The three-part reduction up to 2^20 (worst near multiples of pi/2 with many
+    bits), the C library's function past it: dense around the limit, values next to
+    multiples of pi/2, and single huge lanes among usual ones (the branch to the
+    scalar fallback in one vector)."""
+    name, dtype = _name_and_dtype(symbol)
+    rng = np.random.default_rng(11)
+    limit = math_trig.LARGE_F32
+    near = rng.uniform(limit / 4, limit * 4, 1 << 20)
+    multiples = np.round(rng.uniform(1, limit * 2 / np.pi, 1 << 18)) * (np.pi / 2)
+    around = np.concatenate([near, multiples, np.nextafter(multiples, 0),
+                             np.nextafter(multiples, np.inf)]).astype(dtype)
+    mixed = rng.uniform(-10, 10, 4096).astype(dtype)
+    mixed[rng.integers(0, mixed.size, 40)] = dtype(3e37)
+    for x in (around, -around, mixed):
+        _assert_within_4_ulp(name, [x], _run(_kernel(name), [x]))
+
+
+def test_chains_of_math_calls_interleave_and_handle_remainders() -> None:
+    """A loop body with several math calls asks for interleaving; every length (the
+    vector loop, its epilogue and the scalar remainder) gives the float64 result."""
+
+    @kd.kernel
+    def chain(x: kd.Array[kd.f32], out: kd.Array[kd.f32]) -> None:
+        for i in kd.prange(x.shape[0]):
+            out[i] = kd.log(kd.tanh(kd.sin(kd.exp(x[i]))) + 2.0)
+
+    rng = np.random.default_rng(2)
+    x = rng.uniform(-3, 3, 1000).astype(np.float32)
+    assert "llvm.loop.interleave.count" in str(chain.llvm_ir(x, x))
+    for n in (1, 7, 16, 129, 1000):
+        out = np.empty(n, np.float32)
+        chain(x[:n], out)
+        want = np.log(np.tanh(np.sin(np.exp(x[:n].astype(np.float64)))) + 2.0)
+        np.testing.assert_allclose(out, want, rtol=2e-6)
 
 
 def test_scalar_math_outside_loops_and_in_tensor_statements() -> None:

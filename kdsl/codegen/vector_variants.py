@@ -1,0 +1,230 @@
+"""The compiler's own vector math functions, offered to LLVM's loop vectoriser as vector
+variants of the scalar math calls and inlined once it has vectorised.
+
+A fastmath math call is a call of ``kdsl.vm.<symbol>`` (kdsl/codegen/vector_math.py), whose
+``vector-function-abi-variant`` attribute names vector functions of 4, 8 and 16 lanes
+(``_ZGV_LLVM_N16v_kdsl.vm.expf(kdsl.vm.expf.v16)``). For the functions of ``OWN`` those
+are defined here, in generic LLVM vector IR (math_exp_log.py, math_trig.py,
+math_hyperbolic.py): range reduction, minimax polynomials with FMA, selects for the
+special cases, as XLA does on the CPU. After the optimisation pipeline has vectorised
+(``inline_variants``) they are inlined into the loops and deleted, so the loop body is one
+block of vector code that the instruction scheduler interleaves, with no calls, no
+register spills around calls and no table lookups. Where the C library's libmvec has a
+variant too, ``PREFERRED`` names the functions whose own version measured faster (see
+benchmarks/vector_math.py); the others keep libmvec.
+
+``KDSL_VECTOR_MATH=libmvec`` or ``=own`` overrides the choice (benchmarks compare both).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from llvmlite import ir
+
+from kdsl.codegen import math_exp_log, math_hyperbolic, math_trig
+from kdsl.codegen.llvm_types import f32, f64
+from kdsl.codegen.vector_ir import VectorBuilder
+
+PREFIX = "kdsl.vm."
+_FALLBACK_SUFFIX = ".lanes"
+
+Emitter = Callable[[VectorBuilder, list[ir.Value], "math_trig.Fallback"], ir.Value]
+
+
+@dataclass(frozen=True)
+class OwnFunction:
+    emit: Emitter
+    type: ir.Type
+    arity: int = 1
+
+
+def _unary(fn: Callable[[VectorBuilder, ir.Value], ir.Value], t: ir.Type = f32) -> OwnFunction:
+    return OwnFunction(lambda v, args, fallback: fn(v, args[0]), t)
+
+
+def _with_fallback(fn: Callable[[VectorBuilder, ir.Value, math_trig.Fallback], ir.Value],
+                   t: ir.Type = f32) -> OwnFunction:
+    return OwnFunction(lambda v, args, fallback: fn(v, args[0], fallback), t)
+
+
+# by C library symbol (the float functions end in "f")
+OWN: dict[str, OwnFunction] = {
+    "expf": _unary(math_exp_log.exp_f32),
+    "logf": _unary(math_exp_log.log_f32),
+    "tanhf": _unary(math_hyperbolic.tanh_f32),
+    "sinf": _with_fallback(math_trig.sin_f32),
+    "cosf": _with_fallback(math_trig.cos_f32),
+}
+# where libmvec has the function too: ours measured faster (benchmarks/vector_math.py)
+PREFERRED = frozenset(OWN)
+
+
+@functools.cache
+def _host_lane_bits() -> tuple[int, ...]:
+    """Vector register widths in bits the host runs with FMA (none without FMA: the
+    polynomials would call a software fma)."""
+    from kdsl.codegen.cpu import llvm
+
+    features = llvm().get_host_cpu_features()
+    if not features.get("fma"):
+        return ()
+    widths = [128]
+    if features.get("avx2"):
+        widths.append(256)
+    if features.get("avx512f"):
+        widths.append(512)
+    return tuple(widths)
+
+
+def available(symbol: str) -> bool:
+    return symbol in OWN and bool(_host_lane_bits())
+
+
+def chosen(symbol: str, libmvec_has_it: bool) -> bool:
+    """Whether ``symbol`` vectorises with the compiler's own variants here."""
+    if not available(symbol):
+        return False
+    choice = os.environ.get("KDSL_VECTOR_MATH", "")
+    if choice == "libmvec" and libmvec_has_it:
+        return False
+    if choice == "own" or not libmvec_has_it:
+        return True
+    return symbol in PREFERRED
+
+
+KEEP_ALIVE = PREFIX + "variants"
+
+
+def declare_variants(module: ir.Module, symbol: str, t: ir.Type) -> list[str]:
+    """Declares ``kdsl.vm.<symbol>.v<lanes>`` for each host width, kept alive through the
+    optimisation pipeline (``kdsl.vm.variants``); returns the
+    ``vector-function-abi-variant`` entries naming them. Their bodies are added after
+    vectorisation, for the widths the vectoriser used (``inline_variants``)."""
+    own = OWN[symbol]
+    assert t in (f32, f64)
+    lane_bits = 32 if t == f32 else 64
+    entries, declared = [], []
+    for bits in _host_lane_bits():
+        lanes = bits // lane_bits
+        name = f"{PREFIX}{symbol}.v{lanes}"
+        fn = module.globals.get(name)
+        if not isinstance(fn, ir.Function):
+            vt = ir.VectorType(t, lanes)
+            fn = ir.Function(module, ir.FunctionType(vt, [vt] * own.arity), name)
+        declared.append(fn)
+        entries.append(f"_ZGV_LLVM_N{lanes}{'v' * own.arity}_{PREFIX}{symbol}({name})")
+    _keep_alive(module, declared)
+    return entries
+
+
+def _keep_alive(module: ir.Module, functions: list[ir.Function]) -> None:
+    """Adds ``functions`` to the external array ``kdsl.vm.variants`` (made internal, so
+    deleted, once vectorisation is done)."""
+    ptr = ir.PointerType()
+    keep = module.globals.get(KEEP_ALIVE)
+    members: list[ir.Constant] = []
+    if keep is None:
+        keep = ir.GlobalVariable(module, ir.ArrayType(ptr, 0), KEEP_ALIVE)
+    elif keep.initializer is not None:
+        members = list(keep.initializer.constant)
+    members += [f for f in functions if f not in members]
+    array_type = ir.ArrayType(ptr, len(members))
+    keep.value_type = array_type
+    keep.initializer = ir.Constant(array_type, members)
+
+
+def _define(module: ir.Module, own: OwnFunction, symbol: str, name: str, t: ir.Type,
+            lanes: int) -> None:
+    vt = ir.VectorType(t, lanes)
+    fn = ir.Function(module, ir.FunctionType(vt, [vt] * own.arity), name)
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    v = VectorBuilder(builder, t, lanes)
+
+    def fallback(x: ir.Value, fast: ir.Value, mask: ir.Value) -> ir.Value:
+        lanes_fn = _lanes_function(module, symbol, t, lanes)
+        packed = builder.bitcast(mask, ir.IntType(lanes))
+        before = builder.block
+        with builder.if_then(v.any(mask), likely=False):
+            fixed = builder.call(lanes_fn, [x, fast, packed])
+            fixed_block = builder.block
+        result = builder.phi(vt)
+        result.add_incoming(fast, before)
+        result.add_incoming(fixed, fixed_block)
+        return result
+
+    builder.ret(own.emit(v, list(fn.args), fallback))
+
+
+def _lanes_function(module: ir.Module, symbol: str, t: ir.Type, lanes: int) -> ir.Function:
+    """``kdsl.vm.<symbol>.v<lanes>.lanes(x, y, mask)``: y with the lanes of the mask
+    replaced by the C library's scalar results (out of line: rarely called)."""
+    name = f"{PREFIX}{symbol}.v{lanes}{_FALLBACK_SUFFIX}"
+    existing = module.globals.get(name)
+    if isinstance(existing, ir.Function):
+        return existing
+    vt = ir.VectorType(t, lanes)
+    mask_t = ir.IntType(lanes)
+    fn = ir.Function(module, ir.FunctionType(vt, [vt, vt, mask_t]), name)
+    fn.linkage = "internal"
+    fn.attributes.add("noinline")
+    fn.attributes.add("cold")
+    fn.attributes.add("nounwind")
+    libm = module.globals.get(symbol)
+    if not isinstance(libm, ir.Function):
+        libm = ir.Function(module, ir.FunctionType(t, [t]), symbol)
+    x, y, mask = fn.args
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    for lane in range(lanes):
+        bit = builder.and_(builder.lshr(mask, ir.Constant(mask_t, lane)), ir.Constant(mask_t, 1))
+        before = builder.block
+        with builder.if_then(builder.trunc(bit, ir.IntType(1))):
+            index = ir.Constant(ir.IntType(32), lane)
+            value = builder.call(libm, [builder.extract_element(x, index)])
+            replaced = builder.insert_element(y, value, index)
+            then_block = builder.block
+        merged = builder.phi(vt)
+        merged.add_incoming(y, before)
+        merged.add_incoming(replaced, then_block)
+        y = merged
+    builder.ret(y)
+    return fn
+
+
+def inline_variants(module: Any, target_machine: Any, context: Any) -> None:
+    """After the optimisation pipeline (``module``: an llvmlite module): defines the own
+    vector variants the vectoriser called, inlines them and deletes what is left."""
+    try:
+        keep = module.get_global_variable(KEEP_ALIVE)
+    except NameError:
+        return
+    from kdsl.codegen.cpu import llvm
+
+    b = llvm()
+    pass_builder = b.create_pass_builder(target_machine, b.create_pipeline_tuning_options(speed_level=3))
+    keep.linkage = "internal"
+    manager = b.create_new_module_pass_manager()
+    manager.add_global_dead_code_eliminate_pass()
+    manager.run(module, pass_builder)  # deletes the array and the variants not called
+    called = [f.name for f in module.functions if f.is_declaration and f.name.startswith(PREFIX)]
+    if not called:
+        return
+    definitions = ir.Module(name="kdsl.vm")
+    for name in called:
+        symbol, lanes = name[len(PREFIX):].rsplit(".v", 1)
+        _define(definitions, OWN[symbol], symbol, name, OWN[symbol].type, int(lanes))
+    parsed = b.parse_assembly(str(definitions), context=context)
+    parsed.triple, parsed.data_layout = module.triple, module.data_layout
+    module.link_in(parsed)
+    for name in called:
+        module.get_function(name).linkage = "internal"
+    manager = b.create_new_module_pass_manager()
+    manager.add_always_inliner_pass()
+    manager.add_global_dead_code_eliminate_pass()
+    manager.run(module, pass_builder)
