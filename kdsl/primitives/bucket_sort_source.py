@@ -5,7 +5,7 @@ The keys are sorted as order-preserving unsigned keys (keys.py) less the smalles
 
 1. A parallel pass finds the smallest and largest key; if they are equal there is
    nothing to do.
-2. A parallel pass counts the keys in up to 2^16 fine bins over that range, per block.
+2. A parallel pass counts the keys in up to 2^15 fine bins over that range, per block.
    Consecutive fine bins are grouped into buckets of about ``TARGET`` keys, so buckets
    have even sizes whatever the keys' distribution (a fine bin holding more than
    ``TARGET`` keys is a bucket of its own, split again below).
@@ -40,7 +40,7 @@ DENSE = 4  # counting sort when the range is at most this many times the number 
 EXPAND = 8  # copies of a key the counting sort writes at once
 SMALL = 32  # at most this many keys are sorted by insertion
 STACK = 8192  # segments waiting per group
-FINE_BITS = 16  # at most 2^16 fine bins
+FINE_BITS = 15  # at most 2^15 fine bins
 BLOCKS = 8  # blocks of the parallel passes
 GROUPS = 16  # groups of buckets sorted in parallel
 TYPES = (T.i32, T.u32, T.f32, T.i64, T.f64)  # the types sorted this way
@@ -289,7 +289,7 @@ def _sort_source(t: T.ScalarType) -> str:
         "    size_bits = 0",
         "    while (n >> size_bits) != 0:",
         "        size_bits += 1",
-        # fine bins: about one per 16 keys, at most 2^16, at most one per key value
+        # fine bins: about one per 16 keys, at most 2^15, at most one per key value
         f"    fine_bits = min(min(max(size_bits - 4, 8), {FINE_BITS}), width)",
         f"    shift = {k}(width - fine_bits)",
         "    bins = kd.i64((high - low) >> shift) + 1",
@@ -301,7 +301,7 @@ def _sort_source(t: T.ScalarType) -> str:
         "        for i in range(c * n // nb, (c + 1) * n // nb):",
         "            fine[c, kd.i64((sort_key(keys[i]) - low) >> shift)] += 1",
         # consecutive fine bins grouped into buckets of about TARGET keys
-        "    bucket_of = kd.empty(bins, kd.i64)",
+        "    bucket_of = kd.empty(bins, kd.i32)",
         "    buckets = 0",
         "    held = kd.i64(0)",
         "    for f in range(bins):",
@@ -311,7 +311,7 @@ def _sort_source(t: T.ScalarType) -> str:
         f"        if held > 0 and held + here > {TARGET}:",
         "            buckets += 1",
         "            held = 0",
-        "        bucket_of[f] = buckets",
+        "        bucket_of[f] = kd.i32(buckets)",
         "        held += here",
         "    buckets += 1",
         "    slots = kd.empty((nb, buckets), kd.i64)",
