@@ -320,6 +320,24 @@ def from_dlpack(obj: Any) -> DeviceArray:
     return _cuda().from_dlpack(obj)  # type: ignore[no-any-return]
 
 
+def shared_foreign_array(obj: Any) -> Any:
+    """A kernel's argument: an array of another library (a PyTorch, JAX or CuPy array, a
+    Numba device array) as a kdsl array sharing its memory, so writes reach it; anything
+    else unchanged."""
+    t = type(obj)
+    if t is np.ndarray or t in (float, int, bool) or isinstance(obj, (np.ndarray, np.generic)) \
+            or hasattr(obj, "__kdsl_array__") or getattr(t, "__kdsl_cuda__", False):
+        return obj
+    try:
+        if hasattr(obj, "__cuda_array_interface__"):
+            return array(obj)
+        if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
+            return from_dlpack(obj)
+    except (TypeError, ValueError, BufferError):
+        pass  # the argument checks name what is wrong with it
+    return obj
+
+
 # how kernels recognise the allocators (kdsl/frontend/calls.py), without importing this module
 _ALLOCATOR_KINDS: tuple[tuple[Any, str], ...] = (
     (empty, "empty"), (zeros, "zeros"), (ones, "ones"), (full, "full"), (zeros_like, "zeros_like"))

@@ -117,7 +117,10 @@ class Kernel:
         """The Python path: every argument typed and checked (the first call, arguments
         the compiled call path does not take). ``hidden_values``: the hidden arguments
         already read for this call."""
+        from kdsl.runtime.arrays import shared_foreign_array
+
         self._forget_if_recoded()
+        args = tuple(map(shared_foreign_array, args))  # torch.Tensor, jax.Array, cupy...
         if self._hidden is None:
             hidden = self._find_hidden()  # its scan of the dependencies serves _specialise
         else:
