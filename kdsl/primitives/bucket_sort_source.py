@@ -17,7 +17,9 @@ The keys are sorted as order-preserving unsigned keys (keys.py) less the smalles
    insertion; up to ``CACHE`` keys by an LSD radix sort of up to 11 bits a pass (only the
    bits of the bucket's own range); a larger bucket is first split serially by its top
    11 bits into sub-buckets that are sorted the same way (a stack of segments per group,
-   each segment in the buffer or in the array).
+   each segment in the buffer or in the array). A segment's keys are known to lie
+   between bounds (the edges of the bucket's first and last nonempty fine bins, or of
+   the sub-bucket's digit), so no pass looks for its smallest and largest key.
 
 The keys move to the buffer and back once, so the array is read about four times and
 written twice, and every pass after the scatter works in cache.
@@ -94,9 +96,9 @@ def _each_key(in_keys: str, body: list[str], first: str = "lo", last: str = "hi"
 
 
 def _segment_source(k: str, bits: int) -> str:
-    """``sort_segments(keys, kb, lo, hi, work, stack_lo, stack_hi, g)``: sorts the keys
-    of ``kb[lo:hi]`` into ``keys[lo:hi]``, serially, with row ``g`` of the counters and
-    the stack."""
+    """``sort_segments(keys, kb, lo, hi, low, high, work, stack_lo, stack_hi, stack_low,
+    stack_high, g)``: sorts the keys of ``kb[lo:hi]`` (all within ``low`` to ``high``)
+    into ``keys[lo:hi]``, serially, with row ``g`` of the counters and the stack."""
     counting = _lines(
         "for z in range(span + 1):",
         "    work[g, z] = 0",
@@ -180,9 +182,12 @@ def _segment_source(k: str, bits: int) -> str:
         "    c = work[g, z]",
         "    work[g, z] = total",
         "    if c > 0:",
-        # the sub-bucket lies where the keys are not now
+        # the sub-bucket lies where the keys are not now, its keys within these bounds
         "        stack_lo[g, sp] = total if in_keys else -1 - total",
         "        stack_hi[g, sp] = total + c",
+        f"        sub_low = low + ({k}(z) << shift)",
+        "        stack_low[g, sp] = sub_low",
+        f"        stack_high[g, sp] = sub_low + min(high - sub_low, ({k}(1) << shift) - 1)",
         "        sp += 1",
         "    total += c",
         "if in_keys:",
@@ -224,9 +229,8 @@ def _segment_source(k: str, bits: int) -> str:
         f"if m <= {SMALL}:",
         _indent(small, 4),
         "    continue",
-        f"low = ~{k}(0)",
-        f"high = {k}(0)",
-        _each_key("in_keys", ["low = min(low, k)", "high = max(high, k)"]),
+        "low = stack_low[g, sp]",
+        "high = stack_high[g, sp]",
         "if low == high:",
         "    if not in_keys:",
         "        v = value_of_key(low)",
@@ -248,9 +252,12 @@ def _segment_source(k: str, bits: int) -> str:
     )
     return "\n".join(_lines(
         "@kd.func",
-        "def sort_segments(keys, kb, lo0, hi0, work, stack_lo, stack_hi, g):",
+        "def sort_segments(keys, kb, lo0, hi0, low0, high0, work, stack_lo, stack_hi, stack_low,",
+        "                  stack_high, g):",
         "    stack_lo[g, 0] = lo0",
         "    stack_hi[g, 0] = hi0",
+        "    stack_low[g, 0] = low0",
+        "    stack_high[g, 0] = high0",
         "    sp = 1",
         "    while sp > 0:",
         _indent(body, 8),
@@ -302,6 +309,9 @@ def _sort_source(t: T.ScalarType) -> str:
         "            fine[c, kd.i64((sort_key(keys[i]) - low) >> shift)] += 1",
         # consecutive fine bins grouped into buckets of about TARGET keys
         "    bucket_of = kd.empty(bins, kd.i32)",
+        # the bounds of each bucket's keys: its first and last nonempty fine bins
+        f"    bucket_low = kd.empty(bins, {k})",
+        f"    bucket_high = kd.empty(bins, {k})",
         "    buckets = 0",
         "    held = kd.i64(0)",
         "    for f in range(bins):",
@@ -312,6 +322,11 @@ def _sort_source(t: T.ScalarType) -> str:
         "            buckets += 1",
         "            held = 0",
         "        bucket_of[f] = kd.i32(buckets)",
+        "        if here > 0:",
+        f"            edge = low + ({k}(f) << shift)",
+        "            if held == 0:",
+        "                bucket_low[buckets] = edge",
+        f"            bucket_high[buckets] = edge + min(high - edge, ({k}(1) << shift) - 1)",
         "        held += here",
         "    buckets += 1",
         "    slots = kd.empty((nb, buckets), kd.i64)",
@@ -341,9 +356,12 @@ def _sort_source(t: T.ScalarType) -> str:
         f"    work = kd.empty((groups, {WORK}), kd.i64)",
         f"    stack_lo = kd.empty((groups, {STACK}), kd.i64)",
         f"    stack_hi = kd.empty((groups, {STACK}), kd.i64)",
+        f"    stack_low = kd.empty((groups, {STACK}), {k})",
+        f"    stack_high = kd.empty((groups, {STACK}), {k})",
         "    for g in kd.prange(groups):",
         "        for e in range(g * buckets // groups, (g + 1) * buckets // groups):",
-        "            sort_segments(keys, kb, starts[e], starts[e + 1], work, stack_lo, stack_hi, g)",
+        "            sort_segments(keys, kb, starts[e], starts[e + 1], bucket_low[e], bucket_high[e],",
+        "                          work, stack_lo, stack_hi, stack_low, stack_high, g)",
     )) + "\n"
 
 
