@@ -359,8 +359,8 @@ class DeviceEmitter(KernelEmitter):
         """An array made in device code: the device heap (``malloc``)."""
         t: T.ArrayType = op.result.type
         ndim = t.ndim
-        dims = [self.values[v] for v in op.operands[:ndim]]
-        shape = dims + [ir.Constant(i64, s) for s in T.element_shape(t.dtype)]
+        shape = [self.values[v] for v in op.operands[:t.free_ndim]]
+        shape += [ir.Constant(i64, s) for s in t.fixed_shape]  # as flatten() leaves them
         scalar_t = T.element_scalar(t.dtype)
         count: ir.Value = ir.Constant(i64, 1)
         for size in shape:

@@ -300,8 +300,9 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         self.allocates = True
         t: T.ArrayType = op.result.type
         ndim = t.ndim
-        dims = [self.values[v] for v in op.operands[:ndim]]
-        shape = dims + [ir.Constant(i64, s) for s in T.element_shape(t.dtype)]
+        shape = [self.values[v] for v in op.operands[:t.free_ndim]]
+        shape += [ir.Constant(i64, s) for s in t.fixed_shape]  # as flatten() leaves them
+        dims = shape[:ndim]
         buffer = self._entry_alloca(i64, len(shape))
         for k, size in enumerate(shape):
             self.b.store(size, self.b.gep(buffer, [ir.Constant(i64, k)]))

@@ -448,7 +448,9 @@ def _new_array(lo: FunctionLowering, node: ast.Call, dims: list[Value], dtype: A
         if not isinstance(fill_value.type, T.ScalarType):
             lo.error(f"the fill value must be a scalar, got {fill_value.type}", node)
         operands.append(fill_value)
-    t = T.ArrayType(dtype, len(dims), True)
+    last = lo.builder.known_constants.get(dims[-1])  # kd.zeros((n, 3)): a fixed last axis
+    fixed = last if type(last) is int and last in T.FIXED_LAST_AXIS_SIZES else None
+    t = T.ArrayType(dtype, len(dims)).specialised(True, fixed)
     return lo.op("array_new", *operands, type=t, fill=fill, node=node)
 
 

@@ -214,3 +214,45 @@ def _pick_rows(src, out, use_src: kd.i32):
     for i in range(src.shape[0]):
         for k in range(3):
             out[i, k] = chosen[i, k] + total
+
+
+@kd.kernel(debug=True)
+def _component(a, k: kd.i64) -> kd.f32:
+    return a[1, k]
+
+
+def test_debug_checks_the_fixed_axis(rng):
+    a = nonzero_floats(rng, (4, 3), np.float32)
+    assert _component(a, 2) == a[1, 2]
+    assert _component(a, -1) == a[1, 2]
+    with pytest.raises(IndexError, match="3"):
+        _component(a, 3)
+
+
+@kd.kernel
+def _centred_copy(src, width: kd.i64):
+    """Arrays made in the kernel with a constant short last axis get the fixed size too."""
+    n = src.shape[0]
+    tmp = kd.zeros((n, 3), dtype=src.dtype)
+    wide = kd.empty((n, width), dtype=kd.f64)
+    for i in kd.prange(n):
+        tmp[i, 0] = src[i, 0] - src[0, 0]
+        tmp[i, 1] = src[i, 1] - src[0, 1]
+        tmp[i, 2] = src[i, 2] - src[0, 2]
+        for k in range(width):
+            wide[i, k] = 1.0 * k
+    total = 0.0
+    for i in range(n):
+        total += tmp[i, 0] + 2.0 * tmp[i, 1] + 3.0 * tmp[i, 2] + wide[i, width - 1]
+    return tmp, total
+
+
+def test_arrays_made_in_the_kernel(rng):
+    src = nonzero_floats(rng, (13, 3), np.float32)
+    assert "array<f32, 2, C, ?x3>" in _centred_copy.ir(src, 4).split("array_new")[1]
+    for width in (4, 2, 11):
+        check(_centred_copy, src, width, rtol=1e-5, atol=1e-5)
+    view = np.zeros((13, 5), np.float32)[:, 1:4]
+    view[...] = src
+    check(_centred_copy, view, 3, rtol=1e-5, atol=1e-5)
+    check(_pick_rows, view, np.zeros((13, 3), np.float32), 1)
