@@ -435,25 +435,47 @@ class ExpressionLowering(VectorLowering, TensorLowering):
         if len(items) != 2:
             self.error(f"{t} takes two indices [row, column]", node)
         i, j = (self._static_int(x) for x in items)
-        if i is None or j is None:
-            self.error("matrix indices must be constants", node)
-        if not (0 <= i < t.rows and 0 <= j < t.cols):
+        if i is None or j is None:  # m[i, j] at run time: the flat index of the component
+            row = self._matrix_axis_index(items[0], i, t.rows, node)
+            column = self._matrix_axis_index(items[1], j, t.cols, node)
+            return self.op("add", self.op("mul", row, self.constant(t.cols, T.i64)), column)
+        if not (-t.rows <= i < t.rows and -t.cols <= j < t.cols):
             self.error(f"index [{i}, {j}] is out of range for {t}", node)
-        return i * t.cols + j
+        return (i % t.rows) * t.cols + j % t.cols
+
+    def _matrix_axis_index(self, item: Any, known: int | None, size: int,
+                           node: ast.AST) -> Value:
+        """One index of a matrix component as an i64 value (negative counts from the end)."""
+        if known is not None:
+            if not -size <= known < size:
+                self.error(f"index {known} is out of range for an axis of size {size}", node)
+            return self.constant(known % size, T.i64)
+        index = self.builder.cast(self.value_of(item, node), T.i64)
+        return self.op("wrap_index", index, self.constant(size, T.i64))
 
     def component(self, v: Value, index_node: ast.expr, node: ast.AST) -> Value:
         t = v.type
-        if isinstance(t, T.MatrixType) and not isinstance(index_node, ast.Tuple):
-            row = self._static_int(self.expr(index_node))
-            if row is None or not 0 <= row < t.rows:
-                self.error(f"matrix row index must be a constant in range for {t}", node)
-            parts = [self.op("extract", v, index=row * t.cols + c) for c in range(t.cols)]
+        if isinstance(t, T.MatrixType) and not isinstance(index_node, ast.Tuple):  # a row
+            item = self.expr(index_node)
+            row = self._matrix_axis_index(item, self._static_int(item), t.rows, node)
+            known = self._defining_constant(row)
+            parts = []
+            for c in range(t.cols):
+                if isinstance(known, int):
+                    parts.append(self.op("extract", v, index=known * t.cols + c))
+                    continue
+                part = self.op("extract", v, index=c)
+                for r in range(1, t.rows):
+                    hit = self.op("eq", row, self.constant(r, T.i64))
+                    part = self.op("select", hit, self.op("extract", v, index=r * t.cols + c),
+                                   part)
+                parts.append(part)
             return self.op("make_vector", *parts, type=T.vector_type(t.element, t.cols))
         k = self.component_index(t, index_node, node)
         if isinstance(k, int):
             return self.op("extract", v, index=k)
         result = self.op("extract", v, index=0)
-        for c in range(1, t.size):
+        for c in range(1, t.count):
             hit = self.op("eq", k, self.constant(c, T.i64))
             result = self.op("select", hit, self.op("extract", v, index=c), result)
         return result

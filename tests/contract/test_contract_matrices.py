@@ -1,0 +1,57 @@
+"""Matrices indexed as Warp and Taichi users index them: ``m[i, j]`` and ``m[i]`` with
+indices known only at run time (negative ones counting from the end), read, assigned,
+and differentiated."""
+
+from __future__ import annotations
+
+import numpy as np
+from kdsl_cpu_util import check
+
+import kdsl as kd
+
+
+@kd.kernel
+def run_time_indices(m: kd.Array[kd.mat33], out: kd.Array[kd.f32, 2], rows: kd.Array[kd.vec3]):
+    for p in kd.prange(m.shape[0]):
+        a = m[p]
+        for i in range(3):
+            for j in range(3):
+                out[p, i * 3 + j] = a[i, j] + a[-1, j] * a[i, -3]
+            rows[p] = a[i] + a[p % 3] - a[-1 - p % 3]
+        a[p % 3, (p + 1) % 3] = 100.0
+        a[-1, -1] = 7.0
+        m[p] = a
+        m[p][p % 2, 2] = -1.0
+
+
+def test_matrix_components_at_run_time_indices(rng):
+    m = rng.normal(size=(7, 3, 3)).astype(np.float32)
+    original = m.copy()
+    out = np.zeros((7, 9), np.float32)
+    rows = np.zeros((7, 3), np.float32)
+    check(run_time_indices, m, out, rows, rtol=1e-6)
+    expected = original + original[:, -1:, :] * original[:, :, :1]
+    assert np.allclose(out.reshape(7, 3, 3), expected, rtol=1e-6)
+    stored = original.copy()
+    for p in range(7):
+        stored[p, p % 3, (p + 1) % 3] = 100.0
+        stored[p, -1, -1] = 7.0
+        stored[p, p % 2, 2] = -1.0
+    assert np.array_equal(m, stored)
+
+
+@kd.kernel
+def weighted_trace(m: kd.Array[kd.mat33d], k: kd.i64):
+    s = 0.0
+    for p in range(m.shape[0]):
+        a = m[p]
+        for i in range(3):
+            s += a[i, (i + k) % 3] * a[i][i]
+    return s
+
+
+def test_gradients_flow_through_run_time_matrix_indices(rng):
+    m = rng.normal(size=(4, 3, 3))
+    kd.check_grad(weighted_trace, m, 1)
+    grad = kd.grad(weighted_trace)(m, 0)
+    assert np.allclose(grad, 2 * np.eye(3) * m)
