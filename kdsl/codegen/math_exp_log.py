@@ -19,6 +19,11 @@ from kdsl.codegen.vector_ir import VectorBuilder
 _EXPF_P3 = (0.499992311000824, 0.16667114198207855, 0.04189011827111244, 0.008312529884278774)
 _EXPF_P4 = (0.4999999403953552, 0.1666652113199234, 0.04166838899254799,
             0.008368710055947304, 0.0013814608100801706)
+# the same in double precision, P of degree 9 (0.05 double ulp)
+_EXP_P9 = (0.5000000000000011, 0.16666666666666413, 0.04166666666653024,
+           0.008333333333494206, 0.0013888888943603538, 0.00019841269507094353,
+           2.48014931307574e-05, 2.7557585959182064e-06, 2.763023566654021e-07,
+           2.500017593131474e-08)
 # log(1 + f) = f + f^2 Q(f) on [sqrt(2)/2 - 1, sqrt(2) - 1]; Q of degree 7 (0.3 ulp)
 _LOGF_Q = (-0.49999991059303284, 0.33333951234817505, -0.25001755356788635,
            0.19962070882320404, -0.16570521891117096, 0.1491800844669342,
@@ -28,39 +33,44 @@ _LN2_HI_F = 0.693145751953125  # 12 significant bits: k * _LN2_HI_F is exact for
 _LN2_LO_F = math.log(2) - _LN2_HI_F
 _LN2_F = float(struct.unpack("f", struct.pack("f", math.log(2)))[0])  # ln 2 in float32
 _LN2_F_LO = math.log(2) - _LN2_F
+_LN2_HI = 6.93147180369123816490e-01  # 32 significant bits (fdlibm's split)
+_LN2_LO = 1.90821492927058770002e-10
 
 
 def _expm1_reduced(v: VectorBuilder, x: ir.Value, accurate: bool) -> tuple[ir.Value, ir.Value]:
     """(e^r - 1, k) with x = k ln2 + r, |r| <= ln2/2, for |x| < 2^20; k as integers."""
     k, k_bits = v.round_to_integer(v.mul(x, v.f(1 / math.log(2))))
-    k_int = v.isub(k_bits, v.as_int(v.f(1.5 * 2.0**23)))
-    r = v.fma(k, v.f(-_LN2_HI_F), x)
-    r = v.fma(k, v.f(-_LN2_LO_F), r)
+    k_int = v.isub(k_bits, v.as_int(v.shifter()))
+    hi, lo = (_LN2_HI_F, _LN2_LO_F) if v.single else (_LN2_HI, _LN2_LO)
+    r = v.fma(k, v.f(-hi), x)
+    r = v.fma(k, v.f(-lo), r)
     r2 = v.mul(r, r)
-    p = v.estrin(r, r2, _EXPF_P4 if accurate else _EXPF_P3)
+    coefficients = (_EXPF_P4 if accurate else _EXPF_P3) if v.single else _EXP_P9
+    p = v.estrin(r, r2, coefficients)
     return v.fma(r2, p, r), k_int
 
 
-def exp_f32(v: VectorBuilder, x: ir.Value) -> ir.Value:
-    """e^x within 2 ulp, denormal results included; e^x > FLT_MAX gives inf, NaN stays
-    NaN. 2^k is applied as two normal factors 2^h 2^(k-h), so k from -150 to 128 (the
-    clamped range) needs no special case."""
-    x = v.clamp(x, -104.0, 89.0)
+def exp(v: VectorBuilder, x: ir.Value) -> ir.Value:
+    """e^x within 2 ulp, denormal results included; e^x > the largest float gives inf,
+    NaN stays NaN. 2^k is applied as two normal factors 2^h 2^(k-h), so k over the
+    clamped range (-150 to 128 for float32, -1077 to 1025 for float64) needs no special
+    case."""
+    x = v.clamp(x, -104.0, 89.0) if v.single else v.clamp(x, -746.0, 710.0)
     em1, k = _expm1_reduced(v, x, accurate=False)
     h = v.ashr(k, 1)
     s1, s2 = v.pow2(h), v.pow2(v.isub(k, h))
     return v.mul(v.fma(s1, em1, s1), s2)
 
 
-def expm1_f32(v: VectorBuilder, x: ir.Value) -> ir.Value:
-    """e^x - 1 for x in [-20, 20] (no cancellation near 0: e^r - 1 is the polynomial
-    itself, and 2^k - 1 is exact)."""
+def expm1(v: VectorBuilder, x: ir.Value) -> ir.Value:
+    """e^x - 1 for |x| < 40 (no cancellation near 0: e^r - 1 is the polynomial itself,
+    and 2^k - 1 is exact)."""
     em1, k = _expm1_reduced(v, x, accurate=True)
     s = v.pow2(k)
     return v.fma(s, em1, v.sub(s, v.f(1.0)))
 
 
-def log_f32(v: VectorBuilder, x: ir.Value) -> ir.Value:
+def log(v: VectorBuilder, x: ir.Value) -> ir.Value:
     """ln x within 1 ulp: x = 2^e m with m in [sqrt(2)/2, sqrt(2)), ln x = e ln2 +
     log1p(m - 1). Denormals are scaled by 2^23 first; 0 gives -inf, negative numbers
     NaN, +inf and NaN themselves."""

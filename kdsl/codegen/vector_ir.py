@@ -98,11 +98,15 @@ class VectorBuilder:
             acc = self.fma(acc, x, v)
         return acc
 
+    def shifter(self) -> ir.Constant:
+        """1.5 * 2^23 (2^52): adding it rounds away a float's fraction, leaving the
+        integer in the low bits."""
+        return self.f(1.5 * 2.0 ** (23 if self.single else 52))
+
     def round_to_integer(self, x: ir.Value) -> tuple[ir.Value, ir.Value]:
         """(n, integer bits) for |x| < 2^22 (2^51): the nearest integer n as a float, and
-        a value whose low integer bits are n (adding 1.5 * 2^23, or 2^52, rounds away
-        the fraction with no rounding instruction)."""
-        shifter = self.f(1.5 * 2.0 ** (23 if self.single else 52))
+        a value whose low integer bits are n (no rounding instruction needed)."""
+        shifter = self.shifter()
         shifted = self.add(x, shifter)
         return self.sub(shifted, shifter), self.as_int(shifted)
 

@@ -54,11 +54,15 @@ def _with_fallback(fn: Callable[[VectorBuilder, ir.Value, math_trig.Fallback], i
 
 # by C library symbol (the float functions end in "f")
 OWN: dict[str, OwnFunction] = {
-    "expf": _unary(math_exp_log.exp_f32),
-    "logf": _unary(math_exp_log.log_f32),
-    "tanhf": _unary(math_hyperbolic.tanh_f32),
-    "sinf": _with_fallback(math_trig.sin_f32),
-    "cosf": _with_fallback(math_trig.cos_f32),
+    "expf": _unary(math_exp_log.exp),
+    "logf": _unary(math_exp_log.log),
+    "tanhf": _unary(math_hyperbolic.tanh),
+    "sinf": _with_fallback(math_trig.sin),
+    "cosf": _with_fallback(math_trig.cos),
+    "exp": _unary(math_exp_log.exp, f64),
+    "tanh": _unary(math_hyperbolic.tanh, f64),
+    "sin": _with_fallback(math_trig.sin, f64),
+    "cos": _with_fallback(math_trig.cos, f64),
 }
 # where libmvec has the function too: ours measured faster (benchmarks/vector_math.py)
 PREFERRED = frozenset(OWN)
