@@ -482,7 +482,7 @@ class LoopLowering(StaticLoopLowering):
             allowed = {
                 id(a) for b in node.body for stmt in ast.walk(b)
                 if _reduction_form(stmt)[0] == name and isinstance(stmt, ast.Assign)
-                for a in stmt.value.args  # type: ignore[attr-defined]
+                for a in _reduction_operands(stmt.value)
                 if isinstance(a, ast.Name) and a.id == name
             }
             for b in node.body:
@@ -513,7 +513,33 @@ def _reduction_form(stmt: ast.AST) -> tuple[str | None, str]:
             isinstance(a, ast.Name) and a.id == name for a in stmt.value.args
         ):
             return name, fname
+    if (  # s = s + e, s = e + s, s = s - e, s = s * e, s = e * s, s = s / e (Numba's forms)
+        isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+        and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.BinOp)
+    ):
+        name = stmt.targets[0].id
+        left, right, op = stmt.value.left, stmt.value.right, type(stmt.value.op)
+        kind = _AUG_REDUCTIONS.get(op)
+        if kind is not None and _is_name(left, name) and not _reads(right, name):
+            return name, kind
+        if op in (ast.Add, ast.Mult) and _is_name(right, name) and not _reads(left, name):
+            return name, str(kind)
     return None, ""
+
+
+def _is_name(node: ast.expr, name: str) -> bool:
+    return isinstance(node, ast.Name) and node.id == name
+
+
+def _reads(node: ast.expr, name: str) -> bool:
+    return any(_is_name(n, name) for n in ast.walk(node))
+
+
+def _reduction_operands(value: ast.expr) -> list[ast.expr]:
+    """The operands of a reduction's right side, ``min(s, e)`` or ``s + e``."""
+    if isinstance(value, ast.BinOp):
+        return [value.left, value.right]
+    return list(value.args) if isinstance(value, ast.Call) else []
 
 
 def _is_tuple(value: Any) -> bool:
