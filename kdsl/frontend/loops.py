@@ -527,7 +527,7 @@ def _reduction_form(stmt: ast.AST) -> tuple[str | None, str]:
     return None, ""
 
 
-def _is_name(node: ast.expr, name: str) -> bool:
+def _is_name(node: ast.AST, name: str) -> bool:
     return isinstance(node, ast.Name) and node.id == name
 
 
