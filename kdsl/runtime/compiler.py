@@ -92,7 +92,9 @@ def llvm_ir_text(fn: Any, params: list[Parameter], options: BuildOptions, entry:
     with stage("codegen"):
         emitted = emit_kernel(module.kernel, codegen_options(options), entry)
     returns_tuple = module.kernel.attrs.get("returns_tuple", False)
-    return str(emitted.module), (emitted, results, written_arguments(module), returns_tuple)
+    with stage("llvm ir text"):
+        text = str(emitted.module)
+    return text, (emitted, results, written_arguments(module), returns_tuple)
 
 
 def cuda_build(fn: Any, params: list[Parameter], options: BuildOptions, entry: str) -> tuple[Any, Any]:
