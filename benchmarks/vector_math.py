@@ -31,6 +31,9 @@ FUNCTIONS = {  # name: (numpy ufunc, input range)
     "sin": (np.sin, (-100.0, 100.0)),
     "cos": (np.cos, (-100.0, 100.0)),
     "tanh": (np.tanh, (-5.0, 5.0)),
+    "exp2": (np.exp2, (-120.0, 120.0)),
+    "log2": (np.log2, (1e-3, 1e3)),
+    "log10": (np.log10, (1e-3, 1e3)),
 }
 
 
@@ -58,6 +61,21 @@ def cos_loop(x, out):  # type: ignore[no-untyped-def]
 def tanh_loop(x, out):  # type: ignore[no-untyped-def]
     for i in kd.prange(out.shape[0]):
         out[i] = kd.tanh(x[i])
+
+
+def exp2_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(out.shape[0]):
+        out[i] = kd.exp2(x[i])
+
+
+def log2_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(out.shape[0]):
+        out[i] = kd.log2(x[i])
+
+
+def log10_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(out.shape[0]):
+        out[i] = kd.log10(x[i])
 
 
 def _compile(name: str, mode: str, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:

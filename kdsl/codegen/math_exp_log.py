@@ -32,6 +32,7 @@ _LOGF_Q = (-0.49999991059303284, 0.33333951234817505, -0.25001755356788635,
 _LN2_HI_F = 0.693145751953125  # 12 significant bits: k * _LN2_HI_F is exact for |k| < 2^12
 _LN2_LO_F = math.log(2) - _LN2_HI_F
 _LN2_F = float(struct.unpack("f", struct.pack("f", math.log(2)))[0])  # ln 2 in float32
+_LN2_DOUBLE_LO = 2.3190468138462996e-17  # ln 2 - float64(ln 2)
 _LN2_F_LO = math.log(2) - _LN2_F
 _LN2_HI = 6.93147180369123816490e-01  # 32 significant bits (fdlibm's split)
 _LN2_LO = 1.90821492927058770002e-10
@@ -70,10 +71,9 @@ def expm1(v: VectorBuilder, x: ir.Value) -> ir.Value:
     return v.fma(s, em1, v.sub(s, v.f(1.0)))
 
 
-def log(v: VectorBuilder, x: ir.Value) -> ir.Value:
-    """ln x within 1 ulp: x = 2^e m with m in [sqrt(2)/2, sqrt(2)), ln x = e ln2 +
-    log1p(m - 1). Denormals are scaled by 2^23 first; 0 gives -inf, negative numbers
-    NaN, +inf and NaN themselves."""
+def _log_parts(v: VectorBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(e, log1p(m - 1)) with x = 2^e m, m in [sqrt(2)/2, sqrt(2)), for positive finite
+    float32 x (denormals are scaled by 2^23 first); e as a float."""
     tiny = v.lt(x, v.f(2.0**-126))
     scaled = v.select(tiny, v.mul(x, v.f(2.0**23)), x)
     offset = 0x3F3504F3  # the bits of sqrt(2)/2
@@ -82,10 +82,57 @@ def log(v: VectorBuilder, x: ir.Value) -> ir.Value:
     m = v.as_float(v.iadd(v.and_(ix, v.i(0x007FFFFF)), v.i(offset)))
     f = v.sub(m, v.f(1.0))
     f2 = v.mul(f, f)
-    y = v.fma(f2, v.estrin(f, f2, _LOGF_Q), f)
-    ef = v.to_float(e)
-    result = v.fma(ef, v.f(_LN2_F), v.fma(ef, v.f(_LN2_F_LO), y))
-    b = v.b
-    result = v.select(b.fcmp_unordered(">=", x, v.f(math.inf)), x, result)  # +inf, NaN
+    return v.to_float(e), v.fma(f2, v.estrin(f, f2, _LOGF_Q), f)
+
+
+def _log_special_cases(v: VectorBuilder, x: ir.Value, result: ir.Value) -> ir.Value:
+    """0 gives -inf, negative numbers NaN, +inf and NaN themselves."""
+    result = v.select(v.b.fcmp_unordered(">=", x, v.f(math.inf)), x, result)
     result = v.select(v.lt(x, v.f(0.0)), v.from_bits(0x7FC00000), result)
     return v.select(v.eq(x, v.f(0.0)), v.f(-math.inf), result)
+
+
+def log(v: VectorBuilder, x: ir.Value) -> ir.Value:
+    """ln x = e ln2 + log1p(m - 1), within 1 ulp (float32)."""
+    e, y = _log_parts(v, x)
+    return _log_special_cases(v, x, v.fma(e, v.f(_LN2_F), v.fma(e, v.f(_LN2_F_LO), y)))
+
+
+def log2(v: VectorBuilder, x: ir.Value) -> ir.Value:
+    """log2 x = e + log1p(m - 1) / ln2 (float32)."""
+    e, y = _log_parts(v, x)
+    inv_hi = _to_f32(1 / math.log(2))
+    inv_lo = 1 / math.log(2) - inv_hi
+    return _log_special_cases(v, x, v.fma(y, v.f(inv_hi), v.fma(y, v.f(inv_lo), e)))
+
+
+def log10(v: VectorBuilder, x: ir.Value) -> ir.Value:
+    """log10 x = e log10(2) + log1p(m - 1) log10(e) (float32)."""
+    e, y = _log_parts(v, x)
+    l2_hi = _to_f32(math.log10(2))
+    l2_lo = math.log10(2) - l2_hi
+    le_hi = _to_f32(math.log10(math.e))
+    le_lo = math.log10(math.e) - le_hi
+    low = v.fma(e, v.f(l2_lo), v.mul(y, v.f(le_lo)))
+    return _log_special_cases(v, x, v.fma(e, v.f(l2_hi), v.fma(y, v.f(le_hi), low)))
+
+
+def exp2(v: VectorBuilder, x: ir.Value) -> ir.Value:
+    """2^x = 2^k e^((x - k) ln2), k = rint(x): x - k is exact, and (x - k) ln2 is
+    rounded once more than in ``exp`` (a third of an ulp at most); scaled as in ``exp``."""
+    x = v.clamp(x, -151.0, 129.0) if v.single else v.clamp(x, -1076.0, 1025.0)
+    k, k_bits = v.round_to_integer(x)
+    k_int = v.isub(k_bits, v.as_int(v.shifter()))
+    f = v.sub(x, k)
+    hi = _to_f32(math.log(2)) if v.single else math.log(2)
+    lo = math.log(2) - hi if v.single else _LN2_DOUBLE_LO
+    r = v.fma(f, v.f(hi), v.mul(f, v.f(lo)))
+    r2 = v.mul(r, r)
+    em1 = v.fma(r2, v.estrin(r, r2, _EXPF_P3 if v.single else _EXP_P9), r)
+    h = v.ashr(k_int, 1)
+    s1, s2 = v.pow2(h), v.pow2(v.isub(k_int, h))
+    return v.mul(v.fma(s1, em1, s1), s2)
+
+
+def _to_f32(value: float) -> float:
+    return float(struct.unpack("f", struct.pack("f", value))[0])

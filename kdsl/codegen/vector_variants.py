@@ -56,6 +56,10 @@ def _with_fallback(fn: Callable[[VectorBuilder, ir.Value, math_trig.Fallback], i
 OWN: dict[str, OwnFunction] = {
     "expf": _unary(math_exp_log.exp),
     "logf": _unary(math_exp_log.log),
+    "log2f": _unary(math_exp_log.log2),
+    "log10f": _unary(math_exp_log.log10),
+    "exp2f": _unary(math_exp_log.exp2),
+    "exp2": _unary(math_exp_log.exp2, f64),
     "tanhf": _unary(math_hyperbolic.tanh),
     "sinf": _with_fallback(math_trig.sin),
     "cosf": _with_fallback(math_trig.cos),
