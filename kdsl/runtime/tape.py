@@ -130,6 +130,33 @@ def _zeros_like(a: Any) -> Any:
     return np.zeros(data.shape, data.dtype)
 
 
+@dataclass
+class _Plan:
+    """What recording a call of one specialisation needs to know of it."""
+
+    params: list[Any]  # the parameters of the user's arguments
+    written: tuple[int, ...]  # the positions of the arrays it writes
+    floats: list[int]  # the positions of its floating-point arguments
+    hidden: bool  # it takes hidden arguments (arrays of globals, the random stream)
+    returned_type: T.ArrayType | None
+
+
+_plans: weakref.WeakKeyDictionary[Any, _Plan] = weakref.WeakKeyDictionary()
+
+
+def _plan_of(compiled: Any, count: int) -> _Plan:
+    """The (cached) plan of a specialisation called with ``count`` arguments."""
+    found = _plans.get(compiled)
+    if found is None or len(found.params) != count:
+        params = compiled.params[:count]
+        written_all = compiled.meta["written"] if hasattr(compiled, "meta") else compiled.written
+        found = _Plan(params, tuple(k for k in written_all if k < count),
+                      [k for k, p in enumerate(params) if _is_float_parameter(p)],
+                      len(compiled.params) > count, _returned_array_type(compiled))
+        _plans[compiled] = found
+    return found
+
+
 def _returned_array_type(compiled: Any) -> T.ArrayType | None:
     """The type of the one array a specialisation returns (None if it returns anything
     else), as an annotation (any layout)."""
@@ -233,22 +260,21 @@ class Tape:
             compiled = kernel.specialisation(plain)
         finally:
             self._busy = False
-        params = compiled.params[:len(args)]
-        written_all = compiled.meta["written"] if hasattr(compiled, "meta") else compiled.written
-        written = tuple(k for k in written_all if k < len(args))
-        floats = [k for k, p in enumerate(params) if _is_float_parameter(p)]
+        plan = _plan_of(compiled, len(args))
+        params, written, floats = plan.params, plan.written, plan.floats
         for k in floats:
             self._refuse_returned(args[k], f"argument '{params[k].name}' of {kernel.__name__}")
         active = [k for k in floats if self._is_active(args[k])]
         argnums: tuple[int, ...] = ()
         if active:
             argnums = tuple(sorted(set(active) | {k for k in written if k in floats}))
-            if kernel.uses_random() or len(compiled.params) > len(args):
+            if kernel.uses_random() or plan.hidden:
                 raise TypeError(
                     f"kd.Tape cannot differentiate {kernel.__name__}: it reads arrays from "
                     "globals or closures or draws random numbers; pass its arrays as arguments")
+        run = (lambda: _PLAIN_CALL(kernel, *plain)) if plan.hidden else (lambda: compiled(plain))
         if not argnums and not self._calls:  # nothing recorded yet needs this call's state
-            return _PLAIN_CALL(kernel, *plain)
+            return run()
         call = _Call(kernel, args, argnums, written)
         if self.checkpoint_every is None:
             kept = call.snapshots
@@ -271,18 +297,18 @@ class Tape:
                 self.memory_bytes += sum(_nbytes(g) for g in call.gradient or ()
                                          if hasattr(g, "nbytes"))
             except CompileError:  # raised by backward, where the seed is not zero
-                result = _PLAIN_CALL(kernel, *plain)
+                result = run()
             finally:
                 self._busy = False
         else:
-            result = _PLAIN_CALL(kernel, *plain)
+            result = run()
         for k in argnums:
             if _is_array(args[k]):
                 self._active.add(id(args[k]))
         self._calls.append(call)
         if argnums and isinstance(result, (float, np.floating)):
             return TapeScalar(float(result), self, len(self._calls) - 1)
-        returned_type = _returned_array_type(compiled) if argnums else None
+        returned_type = plan.returned_type if argnums else None
         if returned_type is not None and self._returns_new_array(result, plain):
             call.returned, call.returned_type = result, returned_type
             self._active.add(id(result))

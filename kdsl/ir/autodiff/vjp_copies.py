@@ -18,8 +18,9 @@ the adjoint of the update and the adjoint of the forces: three loops, no copies.
 
 Only arrays whose every use is an element access or a dimension take part (no views, no
 calls): the kernel's array arguments and the arrays it makes at its top level. An
-adjoint loop that adds into one array at many elements per iteration is marked
-``many_updates``, so that each thread adds into its own copy rather than with atomics.
+adjoint loop sums what it adds at its own index in registers (vjp_registers.py); one that
+still adds into one array at many elements per iteration is marked ``many_updates``, so
+that each thread adds into its own copy rather than with atomics.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kdsl import types as T
+from kdsl.ir.autodiff.vjp_registers import sum_own_elements
 from kdsl.ir.core import Block, Operation, Value, replace_all_uses, use_counts
 from kdsl.ir.passes.dead_code import _sweep as drop_dead_ops
 
@@ -61,8 +63,10 @@ def tidy_vjp(body: Block, primal_arrays: Iterable[Value], results: list[Value]) 
         if changed:
             drop_dead_ops(body, use_counts(body))
     for op in body.ops:
-        if op.name == "parallel_for" and _adds_many_times(op):
-            op.attrs["many_updates"] = True
+        if op.name == "parallel_for":
+            sum_own_elements(op)
+            if _adds_many_times(op):
+                op.attrs["many_updates"] = True
     body.ops.remove(keep)
 
 

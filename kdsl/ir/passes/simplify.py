@@ -16,6 +16,7 @@ class _Simplifier:
         self.constants: dict[Value, Any] = {}
         self.mapping: dict[Value, Value] = {}
         self.comparisons: dict[Value, tuple[str, tuple[Value, Value]]] = {}
+        self.vectors: dict[Value, Operation] = {}  # splat and make_vector results
 
     def resolve(self, v: Value) -> Value:
         while v in self.mapping:
@@ -68,6 +69,10 @@ class _Simplifier:
             self.comparisons[op.result] = (op.name, (left, right))
         if op.regions or not op.results or len(op.results) != 1:
             return None
+        if op.name in ("splat", "make_vector"):
+            self.vectors[op.result] = op
+        elif op.name == "extract" and op.operands[0] in self.vectors:
+            return self.component(op, self.vectors[op.operands[0]])
         values = [self.constants.get(v, _NOT_CONSTANT) for v in op.operands]
         definition = lookup(op.name)
         result_type = op.result.type
@@ -131,6 +136,19 @@ class _Simplifier:
                 return [flipped]
         if name == "select" and values and values[0] is not _NOT_CONSTANT:
             return self.forward(op, op.operands[1] if values[0] else op.operands[2])
+        return None
+
+    def component(self, op: Operation, vector: Operation) -> Any:
+        """``extract`` of a component of a vector made of scalars: that scalar."""
+        index = op.attrs.get("index")
+        if not isinstance(vector.result.type, T.VectorType):
+            return None
+        if vector.name == "splat" and vector.operands[0].type == op.result.type:
+            return self.forward(op, vector.operands[0])
+        if (vector.name == "make_vector" and isinstance(index, int)
+                and 0 <= index < len(vector.operands)
+                and vector.operands[index].type == op.result.type):
+            return self.forward(op, vector.operands[index])
         return None
 
     def forward(self, op: Operation, value: Value) -> bool:
