@@ -1,5 +1,6 @@
 """The in-place sort of many keys: one parallel pass cuts them into cache-sized buckets,
-then each bucket is sorted in cache (``kd.sort`` of large arrays).
+then each bucket is sorted in cache (``kd.sort`` from Python of large arrays of 32-bit
+numbers and int64).
 
 The keys are sorted as order-preserving unsigned keys (keys.py) less the smallest.
 
@@ -45,7 +46,12 @@ STACK = 8192  # segments waiting per group
 FINE_BITS = 15  # at most 2^15 fine bins
 BLOCKS = 8  # blocks of the parallel passes
 GROUPS = 16  # groups of buckets sorted in parallel
-TYPES = (T.i32, T.u32, T.f32, T.i64, T.f64)  # the types sorted this way
+# The types sorted this way (float64 keys crowd into few buckets by exponent and leave
+# sub-buckets of many bits that the LSD radix sort handles better).
+TYPES = (T.i32, T.u32, T.f32, T.i64)
+# Arrays of at least this many bytes (as large as the last-level cache, where each pass
+# of the LSD radix sort has to go to main memory); smaller ones sort faster by LSD radix.
+MIN_BYTES = 1 << 25
 
 
 def _conversion_sources(t: T.ScalarType) -> str:

@@ -6,6 +6,7 @@ import functools
 from typing import Any
 
 from kdsl import types as T
+from kdsl.primitives.bucket_sort_source import bucket_sort_func
 from kdsl.primitives.generated import as_func, as_kernel, define, kd_name
 from kdsl.primitives.keys import key_func_source, key_type
 from kdsl.primitives.scan_source import scan_func
@@ -42,6 +43,14 @@ def sort_kernel(t: T.ScalarType) -> Any:
     source = "def run_sort(keys):\n    radix_sort(keys)\n"
     return as_kernel(define(source, "run_sort", f"sort kernel {t}",
                             {"radix_sort": sort_func(t)}))
+
+
+@functools.cache
+def bucket_sort_kernel(t: T.ScalarType) -> Any:
+    """The in-place sort of a large 1-D array by buckets sorted in cache (bucket_sort_source)."""
+    source = "def run_bucket_sort(keys):\n    bucket_sort(keys)\n"
+    return as_kernel(define(source, "run_bucket_sort", f"bucket sort kernel {t}",
+                            {"bucket_sort": bucket_sort_func(t)}))
 
 
 @functools.cache

@@ -170,14 +170,6 @@ def float_sort_func(t: T.ScalarType) -> Any:
                           {"unsigned_sort": radix_sort_func(key_type(t), None)}))
 
 
-def radix_sort_in_place_func(t: T.ScalarType) -> Any:
-    """The in-place LSD radix sort of 1-D arrays of ``t`` (parallel in every pass)."""
-    return float_sort_func(t) if t.is_float else radix_sort_func(t, None)
-
-
 def sort_func(t: T.ScalarType) -> Any:
-    """The in-place sort of 1-D arrays of ``t``: by buckets sorted in cache (32- and
-    64-bit types), else by LSD radix."""
-    from kdsl.primitives.bucket_sort_source import TYPES, bucket_sort_func
-
-    return bucket_sort_func(t) if t in TYPES else radix_sort_in_place_func(t)
+    """The in-place sort of 1-D arrays of ``t`` (kernels' ``kd.sort``)."""
+    return float_sort_func(t) if t.is_float else radix_sort_func(t, None)

@@ -1,6 +1,7 @@
-"""kd.sort of many keys (parallel split into buckets sorted in cache) against np.sort, on
+"""The sort by buckets sorted in cache (kd.sort of large arrays) against np.sort, on
 inputs that take each way of sorting a bucket: counting sort of a narrow range, LSD radix,
-a serial split of a bucket too large for the cache, insertion of a few keys."""
+a serial split of a bucket too large for the cache, insertion of a few keys. The kernel
+is called directly, on arrays smaller than those kd.sort gives it."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ import numpy as np
 import pytest
 
 import kdsl as kd
+from kdsl import types as T
 from kdsl.primitives import bucket_sort_source as buckets
+from kdsl.primitives import kernels
 
-DTYPES = [np.int32, np.float32, np.int64, np.float64, np.uint32]
+DTYPES = [np.int32, np.float32, np.int64, np.uint32]
 
 
 def _same_sort(keys: np.ndarray) -> None:
     mine = keys.copy()
-    kd.sort(mine)
+    kernels.bucket_sort_kernel(T.scalar_from_numpy(keys.dtype))(mine)
     expected = np.sort(keys)
     np.testing.assert_array_equal(mine, expected)
     if keys.dtype.kind == "f":
@@ -54,7 +57,7 @@ def test_sizes_around_the_thresholds(rng, dtype, n):
     _same_sort(np.sort(_values(rng, dtype, n, 1e6))[::-1].copy())
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32])
 def test_nans_infinities_and_signed_zeros(rng, dtype):
     n = 2 * buckets.TARGET + 3
     keys = _values(rng, dtype, n, 1e2)
@@ -68,7 +71,7 @@ def test_nans_infinities_and_signed_zeros(rng, dtype):
     nan_only = np.full(100, np.nan, dtype)
     nan_only[::2] = -np.nan
     mine = nan_only.copy()
-    kd.sort(mine)
+    kernels.bucket_sort_kernel(T.f32)(mine)
     assert np.isnan(mine).all()
 
 
@@ -91,17 +94,29 @@ def test_extremes_of_the_integer_types(rng):
         _same_sort(keys)
 
 
-@kd.kernel
-def sort_rows_then_whole(a: kd.Array[kd.f32, 2], flat: kd.Array[kd.f32]):
-    for i in kd.prange(a.shape[0]):
-        kd.sort(a[i])
-    kd.sort(flat)
+def test_kd_sort_takes_rows_of_at_least_min_bytes_by_buckets(rng, monkeypatch):
+    monkeypatch.setattr(buckets, "MIN_BYTES", 4 * 1000)
+    rows = rng.standard_normal((3, 1000)).astype(np.float32)
+    rows[1, ::3] = np.nan
+    expected = np.sort(rows, axis=-1)
+    before = kernels.bucket_sort_kernel.cache_info().misses + \
+        kernels.bucket_sort_kernel.cache_info().hits
+    kd.sort(rows)
+    after = kernels.bucket_sort_kernel.cache_info().misses + \
+        kernels.bucket_sort_kernel.cache_info().hits
+    np.testing.assert_array_equal(rows, expected)
+    assert after == before + 1
+    ints = rng.integers(-5, 5, 999).astype(np.int32)  # under the limit: LSD radix
+    expected_ints = np.sort(ints)
+    kd.sort(ints)
+    np.testing.assert_array_equal(ints, expected_ints)
+    assert kernels.bucket_sort_kernel.cache_info().misses + \
+        kernels.bucket_sort_kernel.cache_info().hits == after
 
 
-def test_in_a_kernel_serially_and_in_parallel(rng):
-    rows = rng.standard_normal((4, 5000)).astype(np.float32)
-    flat = rng.standard_normal(3 * buckets.TARGET).astype(np.float32)
-    expected_rows, expected_flat = np.sort(rows, axis=1), np.sort(flat)
-    sort_rows_then_whole(rows, flat)
-    np.testing.assert_array_equal(rows, expected_rows)
-    np.testing.assert_array_equal(flat, expected_flat)
+def test_2_to_the_23_float32_keys(rng):
+    keys = (rng.standard_normal(1 << 23) * 1e6).astype(np.float32)
+    keys[::1001] = np.nan
+    expected = np.sort(keys)
+    kd.sort(keys)
+    np.testing.assert_array_equal(keys, expected)
