@@ -106,6 +106,14 @@ def test_kd_sort_takes_rows_of_at_least_min_bytes_by_buckets(rng, monkeypatch):
         kernels.bucket_sort_kernel.cache_info().hits
     np.testing.assert_array_equal(rows, expected)
     assert after == before + 1
+    wide = rng.standard_normal((2, 4000)).astype(np.float32)
+    view = wide[:, ::2]  # strided rows of 2000 keys
+    expected_view, untouched = np.sort(view, axis=-1), wide[:, 1::2].copy()
+    kd.sort(view)
+    np.testing.assert_array_equal(wide[:, ::2], expected_view)
+    np.testing.assert_array_equal(wide[:, 1::2], untouched)
+    after = kernels.bucket_sort_kernel.cache_info().misses + \
+        kernels.bucket_sort_kernel.cache_info().hits
     ints = rng.integers(-5, 5, 999).astype(np.int32)  # under the limit: LSD radix
     expected_ints = np.sort(ints)
     kd.sort(ints)
