@@ -156,7 +156,7 @@ def _pow(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     return lo.binary("pow", a, b, node)
 
 
-@builtin(kb.clamp)
+@builtin(kb.clamp, np.clip)
 def _clamp(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _arity(lo, node, args, 3, "clamp")
     x, low, high = _values(lo, node, args)
@@ -190,6 +190,13 @@ def _parse_number_string(lo: FunctionLowering, node: ast.Call, arg: Any, target:
         return Static(convert(arg.obj))
     except ValueError as exc:
         lo.error(f"{exc}", node)
+
+
+@builtin(np.square)
+def _square(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 1, "square")
+    (v,) = _values(lo, node, args)
+    return lo.binary("mul", v, v, node)
 
 
 def _python_cast(target: T.ScalarType) -> Handler:
@@ -459,10 +466,11 @@ _ARRAY_METHODS = {"sum": kb.sum, "mean": kb.mean, "min": kb.min, "max": kb.max,
 """NumPy's reduction methods: ``a.sum(axis=0)`` is ``kd.sum(a, axis=0)``."""
 
 
-def _copy(lo: FunctionLowering, node: ast.Call, array: Value) -> Value:
-    """``a.copy()``, ``np.copy(a)``: a new C-contiguous array of ``a``'s elements."""
+def _copy(lo: FunctionLowering, node: ast.Call, array: Value, dtype: Any = None) -> Value:
+    """``a.copy()``, ``np.copy(a)``, ``a.astype(dtype)``: a new C-contiguous array of
+    ``a``'s elements (converted to ``dtype``, as NumPy converts them)."""
     dims = [lo.array_dim(array, k) for k in range(array.type.ndim)]
-    new = _new_array(lo, node, dims, array.type.dtype, "empty", None)
+    new = _new_array(lo, node, dims, dtype or array.type.dtype, "empty", None)
     lo.tensor_assign(new, array, node)
     return new
 
@@ -488,7 +496,8 @@ def _array_method(lo: FunctionLowering, node: ast.Call) -> Any:
     method of that name of a vector or matrix), or None where the base is a module or
     type."""
     func = node.func
-    if not isinstance(func, ast.Attribute) or func.attr not in (*_ARRAY_METHODS, "copy"):
+    if not isinstance(func, ast.Attribute) or func.attr not in (*_ARRAY_METHODS, "copy",
+                                                                "astype"):
         return None
     base = lo.expr(func.value)
     if isinstance(base, (Static, TupleValue)):
@@ -497,6 +506,10 @@ def _array_method(lo: FunctionLowering, node: ast.Call) -> Any:
         if node.args or node.keywords:
             lo.error("a.copy() takes no arguments in kernels", node)
         return _copy(lo, node, base)
+    if func.attr == "astype" and is_array(base):
+        if len(node.args) != 1 or node.keywords:
+            lo.error("a.astype() takes one argument (the dtype) in kernels", node)
+        return _copy(lo, node, base, _dtype(lo, node.args[0], node))
     if is_array(base):  # lowered as the call kd.sum(a, axis=...): its handler reads node
         if len(node.args) > 1:
             lo.error(f"a.{func.attr}() takes one positional argument (axis), "

@@ -146,3 +146,18 @@ def test_break_in_a_loop_over_a_tuple_says_it_is_unrolled():
 
     with pytest.raises(kd.CompileError, match="unrolled at compile time"):
         bad(np.zeros(2))
+
+
+@kd.kernel
+def numpy_array_functions(x: kd.Array[kd.f32, 2], s: kd.f64):
+    return (x.astype(np.float64), (x * 10.0).astype(np.int32), np.clip(x, -0.5, 0.5),
+            np.square(x), np.clip(s, 0.0, 1.0), np.square(s))
+
+
+def test_astype_clip_and_square_as_numpy(rng):
+    x = rng.normal(size=(6, 5)).astype(np.float32)
+    got = check(numpy_array_functions, x, 1.5)
+    expected = (x.astype(np.float64), (x * 10.0).astype(np.int32), np.clip(x, -0.5, 0.5),
+                np.square(x), np.clip(1.5, 0.0, 1.0), np.square(1.5))
+    for g, e in zip(got, expected):
+        assert np.asarray(g).dtype == np.asarray(e).dtype and np.array_equal(g, e)
