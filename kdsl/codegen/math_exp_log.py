@@ -29,6 +29,10 @@ _LOGF_Q = (-0.49999991059303284, 0.33333951234817505, -0.25001755356788635,
            0.19962070882320404, -0.16570521891117096, 0.1491800844669342,
            -0.14307434856891632, 0.08734634518623352)
 
+# log(1 + f) = 2 atanh(s) = 2s + s R, s = f / (2 + f), R = z T(z), z = s^2 (fdlibm's form)
+_LOG_T = (0.6666666666666735, 0.39999999999412766, 0.2857142874289432, 0.22222198513247848,
+          0.18183567835142975, 0.1531395112425875, 0.14797037231348606)
+
 _LN2_HI_F = 0.693145751953125  # 12 significant bits: k * _LN2_HI_F is exact for |k| < 2^12
 _LN2_LO_F = math.log(2) - _LN2_HI_F
 _LN2_F = float(struct.unpack("f", struct.pack("f", math.log(2)))[0])  # ln 2 in float32
@@ -73,46 +77,62 @@ def expm1(v: VectorBuilder, x: ir.Value) -> ir.Value:
 
 def _log_parts(v: VectorBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
     """(e, log1p(m - 1)) with x = 2^e m, m in [sqrt(2)/2, sqrt(2)), for positive finite
-    float32 x (denormals are scaled by 2^23 first); e as a float."""
-    tiny = v.lt(x, v.f(2.0**-126))
-    scaled = v.select(tiny, v.mul(x, v.f(2.0**23)), x)
-    offset = 0x3F3504F3  # the bits of sqrt(2)/2
+    x (denormals are scaled by 2^23, or 2^54, first); e as a float. float32: a minimax
+    polynomial in m - 1; float64: fdlibm's f - (f^2/2 - s (f^2/2 + R)) with one division."""
+    mantissa = 23 if v.single else 52
+    scale = 23 if v.single else 54
+    tiny = v.lt(x, v.f(2.0 ** (-126 if v.single else -1022)))
+    scaled = v.select(tiny, v.mul(x, v.f(2.0**scale)), x)
+    offset = 0x3F3504F3 if v.single else 0x3FE6A09E667F3BCD  # the bits of sqrt(2)/2
     ix = v.isub(v.as_int(scaled), v.i(offset))
-    e = v.iadd(v.ashr(ix, 23), v.select(tiny, v.i(-23), v.i(0)))
-    m = v.as_float(v.iadd(v.and_(ix, v.i(0x007FFFFF)), v.i(offset)))
+    e = v.iadd(v.ashr(ix, mantissa), v.select(tiny, v.i(-scale), v.i(0)))
+    m = v.as_float(v.iadd(v.and_(ix, v.i((1 << mantissa) - 1)), v.i(offset)))
     f = v.sub(m, v.f(1.0))
     f2 = v.mul(f, f)
-    return v.to_float(e), v.fma(f2, v.estrin(f, f2, _LOGF_Q), f)
+    if v.single:
+        return v.to_float(e), v.fma(f2, v.estrin(f, f2, _LOGF_Q), f)
+    s = v.div(f, v.add(f, v.f(2.0)))
+    z = v.mul(s, s)
+    r = v.mul(z, v.estrin(z, v.mul(z, z), _LOG_T))
+    half_f2 = v.mul(f2, v.f(0.5))
+    return v.to_float(e), v.sub(f, v.sub(half_f2, v.mul(s, v.add(half_f2, r))))
 
 
 def _log_special_cases(v: VectorBuilder, x: ir.Value, result: ir.Value) -> ir.Value:
     """0 gives -inf, negative numbers NaN, +inf and NaN themselves."""
     result = v.select(v.b.fcmp_unordered(">=", x, v.f(math.inf)), x, result)
-    result = v.select(v.lt(x, v.f(0.0)), v.from_bits(0x7FC00000), result)
+    result = v.select(v.lt(x, v.f(0.0)), v.f(math.nan), result)
     return v.select(v.eq(x, v.f(0.0)), v.f(-math.inf), result)
 
 
 def log(v: VectorBuilder, x: ir.Value) -> ir.Value:
-    """ln x = e ln2 + log1p(m - 1), within 1 ulp (float32)."""
+    """ln x = e ln2 + log1p(m - 1), within 1 ulp."""
     e, y = _log_parts(v, x)
-    return _log_special_cases(v, x, v.fma(e, v.f(_LN2_F), v.fma(e, v.f(_LN2_F_LO), y)))
+    hi, lo = (_LN2_F, _LN2_F_LO) if v.single else (_LN2_HI, _LN2_LO)
+    return _log_special_cases(v, x, v.fma(e, v.f(hi), v.fma(e, v.f(lo), y)))
+
+
+def _split(value: float, double_lo: float, single: bool) -> tuple[float, float]:
+    """A constant as hi + lo: hi in the lane type, lo the rest (``double_lo`` for
+    float64, precomputed in higher precision)."""
+    if single:
+        hi = _to_f32(value)
+        return hi, value - hi
+    return value, double_lo
 
 
 def log2(v: VectorBuilder, x: ir.Value) -> ir.Value:
-    """log2 x = e + log1p(m - 1) / ln2 (float32)."""
+    """log2 x = e + log1p(m - 1) / ln2."""
     e, y = _log_parts(v, x)
-    inv_hi = _to_f32(1 / math.log(2))
-    inv_lo = 1 / math.log(2) - inv_hi
+    inv_hi, inv_lo = _split(1 / math.log(2), 2.0355273740931033e-17, v.single)
     return _log_special_cases(v, x, v.fma(y, v.f(inv_hi), v.fma(y, v.f(inv_lo), e)))
 
 
 def log10(v: VectorBuilder, x: ir.Value) -> ir.Value:
-    """log10 x = e log10(2) + log1p(m - 1) log10(e) (float32)."""
+    """log10 x = e log10(2) + log1p(m - 1) log10(e)."""
     e, y = _log_parts(v, x)
-    l2_hi = _to_f32(math.log10(2))
-    l2_lo = math.log10(2) - l2_hi
-    le_hi = _to_f32(math.log10(math.e))
-    le_lo = math.log10(math.e) - le_hi
+    l2_hi, l2_lo = _split(math.log10(2), -2.8037281277851704e-18, v.single)
+    le_hi, le_lo = _split(math.log10(math.e), 1.098319650216765e-17, v.single)
     low = v.fma(e, v.f(l2_lo), v.mul(y, v.f(le_lo)))
     return _log_special_cases(v, x, v.fma(e, v.f(l2_hi), v.fma(y, v.f(le_hi), low)))
 
