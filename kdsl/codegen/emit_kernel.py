@@ -434,6 +434,11 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         return len(self.sites) - 1
 
     def _report(self, code: int, site: int, index: ir.Value | None, size: ir.Value | None) -> None:
+        """Records the error unless one was recorded first (the status's first slots)."""
+        slots = [ir.Constant(i64, site), index or ir.Constant(i64, 0), size or ir.Constant(i64, 0)]
+        if self.declares_hooks:  # host code: one shared function, not a copy per site
+            self.b.call(self._reporter(), [self.status, ir.Constant(i64, code), *slots])
+            return
         fn = self.b.function
         store_bb = fn.append_basic_block("error.first")
         done_bb = fn.append_basic_block("error.done")
@@ -442,11 +447,35 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         first = self.b.extract_value(pair, 1)
         self.b.cbranch(first, store_bb, done_bb)
         self.b.position_at_end(store_bb)
-        slots = [ir.Constant(i64, site), index or ir.Constant(i64, 0), size or ir.Constant(i64, 0)]
         for k, v in enumerate(slots, start=1):
             self.b.store(v, self.b.gep(self.status, [ir.Constant(i64, k)]))
         self.b.branch(done_bb)
         self.b.position_at_end(done_bb)
+
+    def _reporter(self) -> ir.Function:
+        """``kdsl.report(status, code, site, index, size)``: _report's stores, in a function
+        of the module's own, called from the (cold) error paths."""
+        existing = self.module.globals.get("kdsl.report")
+        if isinstance(existing, ir.Function):
+            return existing
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [i64.as_pointer()] + [i64] * 4),
+                         "kdsl.report")
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fn.attributes.add("cold")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        status, code, *slots = fn.args
+        store_bb = fn.append_basic_block("first")
+        done_bb = fn.append_basic_block("done")
+        pair = b.cmpxchg(status, ir.Constant(i64, 0), code, "monotonic", "monotonic")
+        b.cbranch(b.extract_value(pair, 1), store_bb, done_bb)
+        b.position_at_end(store_bb)
+        for k, v in enumerate(slots, start=1):
+            b.store(v, b.gep(status, [ir.Constant(i64, k)]))
+        b.branch(done_bb)
+        b.position_at_end(done_bb)
+        b.ret_void()
+        return fn
 
     def emit_raise_index_error(self, op: Operation) -> list[Repr]:
         index, size, ok = (self.values[v] for v in op.operands)

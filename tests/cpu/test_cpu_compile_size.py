@@ -115,3 +115,26 @@ def test_loop_hints_spare_llvm_copies_that_gain_nothing(rng):
     assert "llvm.loop.unroll.runtime.disable" not in histogram.llvm_ir(keys, counts)
     histogram(keys, counts)
     np.testing.assert_array_equal(counts, np.bincount(keys, minlength=7))
+
+
+@kd.kernel
+def checked_sum(a: kd.Array[kd.f32, 2], b: kd.Array[kd.f32, 2], c: kd.Array[kd.f32, 2],
+                out: kd.Array[kd.f32, 2]):
+    out[:, :] = a + b
+    out[:, :] += c
+
+
+def test_error_sites_share_one_reporting_function(rng):
+    """Each run-time check calls one function of the module when it fails, instead of
+    a copy of the error path per check; the first error is still the one raised."""
+    a, b, c = (rng.uniform(-1.0, 1.0, (4, 5)).astype(np.float32) for _ in range(3))
+    out = np.zeros_like(a)
+    text = checked_sum.llvm_ir(a, b, c, out)
+    assert text.count('define internal void @"kdsl.report"') == 1
+    assert text.count("cmpxchg") == 1
+    checked_sum(a, b, c, out)
+    np.testing.assert_allclose(out, a + b + c, rtol=1e-6)
+    with pytest.raises(ValueError, match="shapes"):
+        checked_sum(a, np.ones((3, 5), np.float32), c, out)
+    with pytest.raises(ValueError, match="shapes"):
+        checked_sum(a, b, np.ones((4, 2), np.float32), out)
