@@ -54,8 +54,6 @@ class FunctionLowering(StatementLowering):
         args = tree.args
         if args.vararg or args.kwarg or args.kwonlyargs or args.posonlyargs:
             self.error("kernels take plain positional parameters only", tree)
-        if args.defaults and self.is_kernel:  # a func's callers fill them in (calls.py)
-            self.error("default parameter values are not supported in kernels", tree)
         for p, vt in zip(args.args, params):
             v = Value(vt.type, p.arg)
             self.body.args.append(v)

@@ -120,6 +120,7 @@ class Gradient:
         if not self.argnums or not all(isinstance(k, int) for k in self.argnums):
             raise TypeError(f"kd.grad: argnums must be an int or a tuple of ints, got {argnums!r}")
         self.kernel = GradientKernel(kernel, self.argnums)
+        self.primal = kernel
         self.with_value = with_value
         self.saved_bytes: int | None = None
 
@@ -129,6 +130,7 @@ class Gradient:
         return params, adjoints
 
     def __call__(self, *args: Any) -> Any:
+        args = self.primal.with_defaults(args)
         params, adjoints = self._arguments(args)
         value, *scalars, saved_bytes = self.kernel(*args, *adjoints)
         self.saved_bytes = int(saved_bytes)

@@ -120,7 +120,7 @@ class Kernel:
         from kdsl.runtime.arrays import shared_foreign_array
 
         self._forget_if_recoded()
-        args = tuple(map(shared_foreign_array, args))  # torch.Tensor, jax.Array, cupy...
+        args = tuple(map(shared_foreign_array, self.with_defaults(args)))  # torch, jax, cupy
         if self._hidden is None:
             hidden = self._find_hidden()  # its scan of the dependencies serves _specialise
         else:
@@ -145,6 +145,7 @@ class Kernel:
 
     def specialisation(self, args: tuple) -> CompiledKernel | CudaCompiledKernel:
         """The specialisation a call with ``args`` runs (compiled if need be)."""
+        args = self.with_defaults(args)
         hidden = self._hidden if self._hidden is not None else self._find_hidden()
         if hidden:
             args = (*args, *hidden.read(self.__name__, new_call=False))
@@ -203,7 +204,7 @@ class Kernel:
         """Runs the kernel's own function as plain Python: the reference semantics."""
         from kdsl.runtime.python_mode import run_as_python
 
-        return run_as_python(self, args)
+        return run_as_python(self, self.with_defaults(args))
 
     def uses_random(self) -> bool:
         return (self._hidden if self._hidden is not None else self._find_hidden()).random
@@ -214,6 +215,7 @@ class Kernel:
         them)."""
         names, annotations = self._parameter_names()
         hidden = self._hidden if self._hidden is not None else self._find_hidden()
+        args = self.with_defaults(args)
         if hidden and len(args) == len(names):
             args = (*args, *hidden.read(self.__name__, new_call=False))
         self._check_count(args[:len(args) - len(hidden)])
@@ -230,6 +232,17 @@ class Kernel:
             self._annotations = parameter_annotations(self.py_function)
             self._names = [a.arg for a in read_function(self.py_function).tree.args.args]
         return self._names, self._annotations
+
+    def with_defaults(self, args: tuple) -> tuple:
+        """``args`` followed by the default values of the parameters they leave out."""
+        defaults = self.py_function.__defaults__
+        if not defaults:
+            return args
+        names, _ = self._parameter_names()
+        first_default = len(names) - len(defaults)
+        if not first_default <= len(args) < len(names):
+            return args
+        return (*args, *defaults[len(args) - first_default:])
 
     def _check_count(self, args: tuple) -> None:
         names, _ = self._parameter_names()

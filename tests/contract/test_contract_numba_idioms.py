@@ -161,3 +161,36 @@ def test_astype_clip_and_square_as_numpy(rng):
                 np.square(x), np.clip(1.5, 0.0, 1.0), np.square(1.5))
     for g, e in zip(got, expected):
         assert np.asarray(g).dtype == np.asarray(e).dtype and np.array_equal(g, e)
+
+
+OFFSETS = np.zeros(4)
+
+
+@kd.kernel
+def relax(x, dt=0.5, steps: kd.i32 = 2):
+    for _ in range(steps):
+        for i in kd.prange(x.shape[0]):
+            x[i] += dt + OFFSETS[i]
+    return x[0]
+
+
+def test_kernel_parameters_take_default_values():
+    x = np.zeros(4)
+    assert relax(x) == 1.0 and relax(x) == 2.0  # the second call: the compiled call path
+    assert relax(x, 1.0) == 4.0 and relax(x, 1.0, 1) == 5.0
+    assert relax.python(np.zeros(4)) == 1.0
+    assert "%dt: f64" in relax.ir(x)
+
+
+@kd.kernel
+def scaled_energy(x: kd.Array[kd.f64], scale=2.0):
+    s = 0.0
+    for i in kd.prange(x.shape[0]):
+        s += scale * x[i] * x[i]
+    return s
+
+
+def test_gradients_of_kernels_with_default_values(rng):
+    x = rng.normal(size=5)
+    assert np.allclose(kd.grad(scaled_energy)(x), 4.0 * x)
+    assert np.allclose(kd.grad(scaled_energy)(x, 0.5), x)
