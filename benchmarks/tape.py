@@ -86,6 +86,9 @@ def soft_body(side: int, steps: int) -> None:
         scene.run(steps, dt)
 
     def record() -> None:
+        if recorded:  # done with, as in a training loop: its copies' memory is reused
+            recorded[0].reset()
+            recorded.clear()
         with kd.Tape() as tape:
             loss, _ = scene.run(steps, dt)
         recorded[:] = [tape, loss]

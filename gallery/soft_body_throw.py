@@ -184,6 +184,7 @@ def train(scene: Scene, steps: int, dt: float, iterations: int,
         losses.append(float(loss))
         adam(flat_view(scene.v0), flat_view(scene.v0.grad), m, s, rate, t)
         tape.zero()
+        tape.reset()  # the next tape reuses the memory of this one's copies
     return losses, forward_seconds, backward_seconds, memory
 
 

@@ -24,6 +24,8 @@ every floating-point array it writes becomes active.
 
 from __future__ import annotations
 
+import sys
+import threading
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,13 +114,57 @@ def _is_float_parameter(p: Any) -> bool:
     return bool(T.element_scalar(t).is_float)
 
 
+class _CopyPool:
+    """The memory of the copies released tapes kept, for the copies of the next ones: a
+    training loop that records a run per step touches no fresh pages (page faults and the
+    OS's zeroing cost more than the copies). Up to ``limit`` bytes are kept."""
+
+    limit = 1 << 28
+
+    def __init__(self) -> None:
+        self.free: dict[int, list[np.ndarray]] = {}  # bytes -> arrays owning that memory
+        self.bytes = 0
+        self.lock = threading.Lock()
+
+    def copy(self, data: np.ndarray) -> np.ndarray:
+        """A C-contiguous copy of ``data``."""
+        with self.lock:
+            found = self.free.get(data.nbytes)
+            owner = found.pop() if found else None
+            if owner is not None:
+                self.bytes -= data.nbytes
+        if owner is None:
+            return np.array(data, copy=True, order="C")
+        out = owner.reshape(-1).view(np.uint8).view(data.dtype).reshape(data.shape)
+        np.copyto(out, data)
+        return out
+
+    def give(self, arrays: list[Any]) -> None:
+        """Keeps the memory of the NumPy arrays of ``arrays`` nothing else holds."""
+        while arrays:
+            a = arrays.pop()
+            # held by ``a`` and getrefcount's argument only
+            if not isinstance(a, np.ndarray) or sys.getrefcount(a) > 2:
+                continue
+            owner = a if a.flags.owndata else a.base
+            if not (isinstance(owner, np.ndarray) and owner.flags.owndata
+                    and owner.flags.c_contiguous and owner.nbytes == a.nbytes > 0):
+                continue
+            with self.lock:
+                if self.bytes + a.nbytes > self.limit:
+                    continue
+                self.free.setdefault(a.nbytes, []).append(owner)
+                self.bytes += a.nbytes
+
+
+_COPIES = _CopyPool()
+
+
 def _copy(a: Any) -> Any:
     """A copy of an array on its device, to pass to kernels in its place."""
-    if isinstance(a, np.ndarray):
-        return a.copy()
     if getattr(a, "device", "cpu") == "cuda":
         return a.copy()
-    return np.array(a.numpy(), copy=True)
+    return _COPIES.copy(a if isinstance(a, np.ndarray) else a.numpy())
 
 
 def _zeros_like(a: Any) -> Any:
@@ -537,12 +583,30 @@ class Tape:
 
     def reset(self) -> None:
         """Forgets the recorded calls and the copies kept for them (``.grad`` stays)."""
+        self._release_copies()
         self._calls.clear()
         self._segments.clear()
         self._active.clear()
         self._leaves.clear()
         self._returned.clear()
         self.memory_bytes = 0
+
+    def _release_copies(self) -> None:
+        """Gives the memory of the copies to the next tapes."""
+        kept: list[Any] = []
+        for call in self._calls:
+            kept.extend(call.snapshots.values())
+            call.snapshots = {}
+        for segment in self._segments:
+            kept.extend(segment.checkpoint.values())
+            segment.checkpoint = {}
+        _COPIES.give(kept)
+
+    def __del__(self) -> None:
+        try:
+            self._release_copies()
+        except Exception:  # noqa: BLE001  (at interpreter exit: nothing to keep)
+            pass
 
     Scalar = TapeScalar
 

@@ -254,3 +254,42 @@ def test_the_step_reverses_in_two_parallel_loops_without_copies() -> None:
     assert len(top_level_loops) == 2, text
     assert "array_new" not in text, text
     assert "many_updates = True" in text
+
+
+def test_tapes_reuse_the_memory_of_released_tapes_copies() -> None:
+    """A reset (or collected) tape gives its copies' memory to the next tapes; a tape
+    still alive keeps its own: its backward gives the same gradient after others ran."""
+    from kdsl.runtime import tape as tape_module
+
+    def program(x: Any) -> Any:
+        v = np.zeros(x.shape[0])
+        f = np.zeros(x.shape[0])
+        for _ in range(4):
+            forces_then_update(x, v, f, 0.1)
+        return total_square(x)
+
+    x0 = RNG.random(2048)  # copies of 16 kB
+    first = kd.array(x0, requires_grad=True)
+    with kd.Tape() as kept:
+        kept_loss = program(first)
+    kept.backward(kept_loss)
+    expected = first.grad.numpy().copy()
+    for _ in range(3):
+        x = kd.array(x0 * 0.5, requires_grad=True)
+        with kd.Tape() as tape:
+            loss = program(x)
+        tape.backward(loss)
+        tape.reset()
+        assert tape_module._COPIES.bytes > 0
+        x = kd.array(x0 * 0.5, requires_grad=True)
+        with kd.Tape() as tape:  # its copies in the memory the reset gave back
+            loss = program(x)
+        tape.backward(loss)
+        del tape, loss
+    kept.zero()
+    kept.backward(kept_loss)
+    np.testing.assert_array_equal(first.grad.numpy(), expected)
+    np.testing.assert_allclose(
+        x.grad.numpy()[:6], central_differences(
+            lambda y: float(program(np.concatenate([y, x0[6:] * 0.5]))), x0[:6] * 0.5),
+        rtol=1e-6, atol=1e-8)
