@@ -57,14 +57,11 @@ def _expm1_reduced(v: VectorBuilder, x: ir.Value, accurate: bool) -> tuple[ir.Va
 
 def exp(v: VectorBuilder, x: ir.Value) -> ir.Value:
     """e^x within 2 ulp, denormal results included; e^x > the largest float gives inf,
-    NaN stays NaN. 2^k is applied as two normal factors 2^h 2^(k-h), so k over the
-    clamped range (-150 to 128 for float32, -1077 to 1025 for float64) needs no special
-    case."""
+    NaN stays NaN. 2^k over the clamped range (-150 to 128 for float32, -1077 to 1025
+    for float64) needs no special case (``VectorBuilder.ldexp``)."""
     x = v.clamp(x, -104.0, 89.0) if v.single else v.clamp(x, -746.0, 710.0)
     em1, k = _expm1_reduced(v, x, accurate=False)
-    h = v.ashr(k, 1)
-    s1, s2 = v.pow2(h), v.pow2(v.isub(k, h))
-    return v.mul(v.fma(s1, em1, s1), s2)
+    return v.ldexp(v.add(em1, v.f(1.0)), k)
 
 
 def expm1(v: VectorBuilder, x: ir.Value) -> ir.Value:
@@ -149,9 +146,7 @@ def exp2(v: VectorBuilder, x: ir.Value) -> ir.Value:
     r = v.fma(f, v.f(hi), v.mul(f, v.f(lo)))
     r2 = v.mul(r, r)
     em1 = v.fma(r2, v.estrin(r, r2, _EXPF_P3 if v.single else _EXP_P9), r)
-    h = v.ashr(k_int, 1)
-    s1, s2 = v.pow2(h), v.pow2(v.isub(k_int, h))
-    return v.mul(v.fma(s1, em1, s1), s2)
+    return v.ldexp(v.add(em1, v.f(1.0)), k_int)
 
 
 def _to_f32(value: float) -> float:

@@ -17,8 +17,12 @@ class VectorBuilder:
     """Emits lane-wise operations on ``lanes`` floats of type ``t`` (f32 or f64) and on
     the integers of the same width."""
 
-    def __init__(self, builder: ir.IRBuilder, t: ir.Type, lanes: int) -> None:
+    def __init__(self, builder: ir.IRBuilder, t: ir.Type, lanes: int,
+                 native_ldexp: bool = False) -> None:
+        """``native_ldexp``: LLVM lowers ``llvm.ldexp`` of these vectors to one
+        instruction (AVX-512's vscalefps); it would call the C library per lane else."""
         assert t in (f32, f64)
+        self.native_ldexp = native_ldexp
         self.b = builder
         self.t = t
         self.lanes = lanes
@@ -168,6 +172,22 @@ class VectorBuilder:
         mantissa_bits = 23 if self.single else 52
         bias = 127 if self.single else 1023
         return self.as_float(self.shl(self.iadd(n, self.i(bias)), mantissa_bits))
+
+    def ldexp(self, x: ir.Value, n: ir.Value) -> ir.Value:
+        """x 2^n for integer lanes n within twice the exponent range (-300 to 300 for
+        float32), rounded once where the result is denormal: one instruction where the
+        host has it, else two normal factors 2^h 2^(n-h)."""
+        if self.native_ldexp:
+            vi32 = ir.VectorType(ir.IntType(32), self.lanes)
+            suffix = f"v{self.lanes}{'f32' if self.single else 'f64'}.v{self.lanes}i32"
+            name = f"llvm.ldexp.{suffix}"
+            fn = self.module.globals.get(name)
+            if not isinstance(fn, ir.Function):
+                fn = ir.Function(self.module, ir.FunctionType(self.vf, [self.vf, vi32]), name)
+            exponent = n if self.single else self.b.trunc(n, vi32)
+            return self.b.call(fn, [x, exponent])
+        h = self.ashr(n, 1)
+        return self.mul(self.mul(x, self.pow2(h)), self.pow2(self.isub(n, h)))
 
     def any(self, mask: ir.Value) -> ir.Value:
         """Whether any lane of an i1 vector is set (one i1)."""

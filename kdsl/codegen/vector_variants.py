@@ -92,6 +92,16 @@ def _host_lane_bits() -> tuple[int, ...]:
     return tuple(widths)
 
 
+@functools.cache
+def _native_ldexp(bits: int) -> bool:
+    """Whether vectors of ``bits`` scale by powers of two in one instruction here
+    (AVX-512's vscalefps; 128- and 256-bit vectors need AVX-512VL)."""
+    from kdsl.codegen.cpu import llvm
+
+    features = llvm().get_host_cpu_features()
+    return bool(features.get("avx512f") and (bits == 512 or features.get("avx512vl")))
+
+
 def available(symbol: str) -> bool:
     return symbol in OWN and bool(_host_lane_bits())
 
@@ -156,7 +166,7 @@ def _define(module: ir.Module, own: OwnFunction, symbol: str, name: str, t: ir.T
     fn.attributes.add("alwaysinline")
     fn.attributes.add("nounwind")
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    v = VectorBuilder(builder, t, lanes)
+    v = VectorBuilder(builder, t, lanes, native_ldexp=_native_ldexp(lanes * (32 if t == f32 else 64)))
 
     def fallback(x: ir.Value, fast: ir.Value, mask: ir.Value) -> ir.Value:
         lanes_fn = _lanes_function(module, symbol, t, lanes)

@@ -227,3 +227,21 @@ def test_scalar_math_outside_loops_and_in_tensor_statements() -> None:
     erf = np.frompyfunc(math.erf, 1, 1)(x).astype(np.float64)
     np.testing.assert_allclose(out, np.tanh(x) + np.arctan2(x, 2.0) * erf, rtol=1e-14)
     assert got == pytest.approx(math.exp(x[0]) + x[1] ** 0.5, rel=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name", ["exp", "exp2"])
+def test_scaling_without_a_native_ldexp(name: str, dtype: type,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where no instruction scales by 2^k (AVX2), exp multiplies by two normal powers
+    of two: overflow, denormal results and underflow stay within 4 ulp."""
+    symbol = name + ("f" if dtype == np.float32 else "")
+    if not vector_variants.chosen(symbol, libmvec_has_it=vector_math.available()):
+        pytest.skip("not an own variant here")
+    monkeypatch.setattr(vector_variants, "_native_ldexp", lambda bits: False)
+    source = _SOURCE.format(options="", params="x0", call=f"kd.{name}(x0[i])")
+    kernel = kernel_from_source(source.replace("def k(", "def k_two_factors("),
+                                name="k_two_factors", prefix=f"vm2_{name}")
+    x = _inputs(name, dtype, 1 << 16, np.random.default_rng(9))
+    assert "llvm.ldexp" not in str(cpu.optimize(kernel.llvm_ir(x, x)))
+    _assert_within_4_ulp(name, [x], _run(kernel, [x]))
