@@ -34,6 +34,7 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.errors import CompileError
+from kdsl.runtime.arguments import argument_key
 from kdsl.runtime.kernel import Kernel
 
 _PLAIN_CALL = Kernel.__call__
@@ -567,7 +568,7 @@ class Tape:
             adjoint = adjoints.pop(id(returned), None)
             adjoint_arrays.append(adjoint if adjoint is not None else _zeros_like(returned))
         product = vjp_kernel(call.kernel, call.argnums, call.returned_type)
-        *scalars, saved = product(*args, *adjoint_arrays, seed)
+        *scalars, saved = _run(product, (*args, *adjoint_arrays, seed))
         self.saved_bytes = max(self.saved_bytes, int(saved))
         scalar_positions = [k for k in call.argnums if not _is_array(call.args[k])]
         for k, g in zip(scalar_positions, scalars):
@@ -612,6 +613,15 @@ class Tape:
 
     def __repr__(self) -> str:
         return f"<kd.Tape of {len(self._calls)} calls, {self.memory_bytes} bytes kept>"
+
+
+def _run(kernel: Kernel, args: tuple) -> Any:
+    """``kernel(*args)``; a specialisation compiled before is called directly (the
+    products of a tape's calls are called once per call, with arguments of one kind)."""
+    compiled = kernel._specialisations.get(tuple(map(argument_key, args)))
+    if compiled is None or len(compiled.params) != len(args) or not compiled.deps.unchanged():
+        return kernel(*args)
+    return compiled(args)
 
 
 def _fill_zero(a: Any) -> None:
