@@ -9,9 +9,12 @@ import ast
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kdsl import primitives
 from kdsl import types as T
 from kdsl.frontend.calls import KEYWORD_BUILTINS, _new_array, builtin
+from kdsl.frontend.scan_axes import flatten_func, scan_axis_func
 from kdsl.frontend.tensors import is_array
 from kdsl.frontend.values import Static
 from kdsl.ir.core import Value
@@ -94,17 +97,46 @@ def _float_from_bits(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
 def _cumsum(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _positional(lo, node, args, "cumsum", 1, 2)
     keywords = _keywords(lo, node, "cumsum", ("axis", "exclusive"))
-    a = _vector(lo, node, args[0], "cumsum", "a")
     axis_node = args[1] if len(args) == 2 else keywords.get("axis")
-    if axis_node is not None:
-        axis = _constant(lo, axis_node, "axis", node)
-        if axis not in (None, 0, -1):
-            lo.error(f"axis {axis} is out of range for a 1-D array", node)
+    axis = None if axis_node is None else _constant(lo, axis_node, "axis", node)
     exclusive = keywords.get("exclusive")
     is_exclusive = bool(_constant(lo, exclusive, "exclusive", node)) if exclusive is not None else False
+    given = lo.value_of(args[0], node)
+    if is_array(given) and isinstance(given.type.dtype, T.ScalarType) and given.type.ndim > 1:
+        return _cumsum_of_axes(lo, node, given, axis, is_exclusive)
+    a = _vector(lo, node, args[0], "cumsum", "a")
+    if axis not in (None, 0, -1):
+        lo.error(f"axis {axis} is out of range for a 1-D array", node)
     result = T.scalar_from_numpy(sum_type(a.type.dtype.numpy_dtype))
     out = _new_array(lo, node, [lo.array_dim(a, 0)], result, "empty", None)
     lo.call_func(scan_func(result, is_exclusive), [a, out], node)
+    return out
+
+
+_keyword_builtin(np.cumsum)(_cumsum)
+
+
+def _cumsum_of_axes(lo: FunctionLowering, node: ast.Call, a: Value, axis: Any,
+                    exclusive: bool) -> Value:
+    """``kd.cumsum`` of an array of several axes: along ``axis``, or flattened (None)."""
+    ndim = a.type.ndim
+    if ndim > 4:
+        lo.error(f"cumsum() in kernels takes arrays of at most 4 axes, got {ndim}", node)
+    result = T.scalar_from_numpy(sum_type(a.type.dtype.numpy_dtype))
+    dims = [lo.array_dim(a, k) for k in range(ndim)]
+    if axis is None:  # NumPy's: the array flattened in C order
+        size = dims[0]
+        for d in dims[1:]:
+            size = lo.binary("mul", size, d, node)
+        flat = _new_array(lo, node, [size], a.type.dtype, "empty", None)
+        lo.call_func(flatten_func(ndim), [a, flat], node)
+        out = _new_array(lo, node, [size], result, "empty", None)
+        lo.call_func(scan_func(result, exclusive), [flat, out], node)
+        return out
+    if not isinstance(axis, int) or not -ndim <= axis < ndim:
+        lo.error(f"axis {axis} is out of range for an array of {ndim} axes", node)
+    out = _new_array(lo, node, dims, result, "empty", None)
+    lo.call_func(scan_axis_func(ndim, axis % ndim, result, exclusive), [a, out], node)
     return out
 
 
