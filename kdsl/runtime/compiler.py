@@ -24,6 +24,7 @@ from kdsl.runtime.arguments import (
     variable_types,
     vector_argument,
 )
+from kdsl.runtime.native_allocation import HEADER_WORDS
 from kdsl.runtime.ndarray_layout import ndarray_offsets
 from kdsl.runtime.options import BuildOptions
 from kdsl.runtime.symbols import ALLOCATIONS, recycle
@@ -178,8 +179,9 @@ class CompiledKernel:
                  results: list[VariableType], sites: list[Site], deps: Dependencies,
                  allocates: bool = True, written: list[int] | None = None,
                  returns_tuple: bool = False, extra_argtypes: list[Any] | None = None,
-                 keep_alive: Any = None) -> None:
+                 keep_alive: Any = None, init_symbol: str | None = None) -> None:
         self.name = name
+        self.init_symbol = init_symbol  # the module's init function: hands it the hooks
         self.keep_alive = keep_alive  # the loaded code: unloaded once no specialisation holds it
         self.params = params
         self.results = results
@@ -222,7 +224,9 @@ class CompiledKernel:
         )
 
     def __call__(self, args: tuple) -> Any:
-        status = np.zeros(self.status_size, dtype=np.int64)
+        # the words before the slots say the call keeps no record of the arrays it makes
+        # (see native_allocation)
+        status = np.zeros(HEADER_WORDS + self.status_size, dtype=np.int64)[HEADER_WORDS:]
         if not (self.passthrough and all(type(a) is np.ndarray for a in args)):
             args = tuple(c(a) for c, a in zip(self.converters, args))
         for k in self.written:
@@ -311,6 +315,9 @@ def _returned_array(t: T.ArrayType, raw: np.ndarray, made: dict[int, np.ndarray]
     n = t.full_ndim
     shape = tuple(int(x) for x in raw[1:1 + n])
     strides = tuple(int(x) for x in raw[1 + n:1 + 2 * n])
+    made_here = made.get(pointer)
+    if made_here is not None and made_here.shape == shape and made_here.strides == strides:
+        return made_here
     bases = list(made.values())
     for a in args:
         unwrap = getattr(a, "__kdsl_array__", None)
@@ -356,6 +363,7 @@ class LoadedKernel:
     code: LoadedCode
     address: int
     meta: dict
+    init: str
 
 
 def compile_kernel(fn: Any, name: str, params: list[Parameter], deps: Dependencies,
@@ -371,7 +379,8 @@ def compile_kernel(fn: Any, name: str, params: list[Parameter], deps: Dependenci
     meta = loaded.meta
     return CompiledKernel(name, loaded.address, params, meta["results"], meta["sites"], deps,
                           meta.get("allocates", True), meta.get("written", []),
-                          meta.get("returns_tuple", False), keep_alive=loaded)
+                          meta.get("returns_tuple", False), keep_alive=loaded,
+                          init_symbol=loaded.init)
 
 
 def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
@@ -399,7 +408,7 @@ def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
     code, meta = load_or_build(key, [entry, init], build)
     with stage("init"):
         call_init(code, init, hook_table())
-    return LoadedKernel(code, code[entry], meta)
+    return LoadedKernel(code, code[entry], meta, init)
 
 
 def float_bits(x: float) -> int:

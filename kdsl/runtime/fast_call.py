@@ -27,7 +27,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from kdsl import types as T
+from kdsl.runtime.fast_call_results import MadeArrayResults, api_address
+from kdsl.runtime.native_allocation import (
+    HEADER_WORDS,
+    RECORD_MAGIC,
+    RECORD_WORDS,
+    native_hook_table,
+)
 from kdsl.runtime.ndarray_layout import ndarray_offsets
+from kdsl.runtime.symbols import ALLOCATIONS
 
 if TYPE_CHECKING:
     from kdsl.runtime.compiler import CompiledKernel
@@ -104,10 +112,11 @@ def _layout() -> tuple[int, int, int]:
     return bytes_offset, descr_offset, flags_offset
 
 
-class _Emitter:
+class _Emitter(MadeArrayResults):
     """Emits the checking entry point for one pattern of argument kinds."""
 
-    def __init__(self, module: Any, kinds: str) -> None:
+    def __init__(self, module: Any, kinds: str, allocating: bool = False,
+                 result_ndim: int = -1) -> None:
         from llvmlite import ir
 
         self.ir = ir
@@ -115,7 +124,9 @@ class _Emitter:
         self.f64 = ir.DoubleType()
         self.kinds = kinds
         self.count = len(kinds)
-        self.name = f"kdsl_fast_call_{kinds}"
+        self.allocating = allocating
+        self.result_ndim = result_ndim
+        self.name = _entry_name(kinds, allocating, result_ndim)
         signature = ir.FunctionType(self.i8p, [self.i8p, self.i8p.as_pointer(), self.i64])
         self.fn = ir.Function(module, signature, self.name)
         self.memset = module.declare_intrinsic("llvm.memset", [self.i8p, self.i64])
@@ -229,17 +240,29 @@ class _Emitter:
         arguments = self.checked_arguments()
         data_offset = ndarray_offsets()[0]
         slots = self.word(1)
-        status = b.alloca(i64, self.const(MAX_STATUS_SLOTS))
+        # before the slots: the record of the arrays the call makes; after: its token
+        # and whether the Python hooks made some, for calls that allocate
+        block = b.alloca(i64, self.const(HEADER_WORDS + MAX_STATUS_SLOTS + 2))
+        status = b.gep(block, [self.const(HEADER_WORDS)])
         status_bytes = b.bitcast(status, i8p)
         size = b.mul(slots, self.const(8))
         b.call(self.memset, [status_bytes, ir.Constant(ir.IntType(8), 0), size,
                              ir.Constant(ir.IntType(1), 0)])
+        record = None
+        if self.allocating:
+            record = b.alloca(i64, self.const(RECORD_WORDS))
+            b.call(self.memset, [b.bitcast(record, i8p), ir.Constant(ir.IntType(8), 0),
+                                 self.const(8 * RECORD_WORDS), ir.Constant(ir.IntType(1), 0)])
+            b.store(self.const(RECORD_MAGIC), block)
+            b.store(b.ptrtoint(record, i64), b.gep(block, [self.const(1)]))
         # the kernel reads the status slots through an array object's data field
         status_object = b.alloca(i64, self.const(data_offset // 8 + 1))
         b.store(b.ptrtoint(status, i64), b.gep(status_object, [self.const(data_offset // 8)]))
         state = self.call_word(7, i8p, [])  # PyEval_SaveThread: others run meanwhile
         self.call_word(0, ir.VoidType(), [*arguments, b.bitcast(status_object, i8p)])
         self.call_word(8, ir.VoidType(), [state])
+        if record is not None:
+            self.return_made_arrays(record, status, slots)
         failed = b.icmp_unsigned("!=", b.load(status), self.const(0))
         report = b.or_(failed, b.icmp_unsigned("!=", self.word(9), self.const(0)))
         with b.if_else(report) as (then, otherwise):
@@ -260,17 +283,24 @@ class _Emitter:
 _engines: list[Any] = []  # the JIT engines holding the entry points' code
 
 
+def _entry_name(kinds: str, allocating: bool, result_ndim: int) -> str:
+    suffix = ("_made" if allocating else "") + (f"_array{result_ndim}" if result_ndim >= 0 else "")
+    return f"kdsl_fast_call_{kinds}{suffix}"
+
+
 @cache
-def _entry_point(kinds: str) -> int:
-    """The address of the checking entry point for a pattern of argument kinds."""
+def _entry_point(kinds: str, allocating: bool = False, result_ndim: int = -1) -> int:
+    """The address of the checking entry point for a pattern of argument kinds, for
+    kernels that make arrays (``allocating``) and return one array of ``result_ndim``
+    axes (-1: other results)."""
     from llvmlite import ir
 
     from kdsl.codegen.cpu import llvm, target_machine
 
     binding = llvm()
-    module = ir.Module(f"kdsl_fast_call_{kinds}")
+    module = ir.Module(_entry_name(kinds, allocating, result_ndim))
     module.triple = binding.get_process_triple()
-    emitter = _Emitter(module, kinds)
+    emitter = _Emitter(module, kinds, allocating, result_ndim)
     emitter.emit()
     parsed = binding.parse_assembly(str(module))
     parsed.verify()
@@ -280,24 +310,18 @@ def _entry_point(kinds: str) -> int:
     return int(engine.get_function_address(emitter.name))
 
 
-def _api_address(name: str) -> int:
-    return int(ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value or 0)
-
 
 def argument_kinds(compiled: CompiledKernel, key: Any) -> str | None:
     """The pattern of argument kinds of a specialisation called with arguments of
     ``key`` (their ``argument_key``s), or None where the compiled path cannot take them:
-    other arguments than plain NumPy arrays and the scalars of _SCALAR_KINDS, an
-    allocating kernel (it needs Python during the call) or one returning arrays (after
-    it)."""
+    other arguments than plain NumPy arrays and the scalars of _SCALAR_KINDS, or an
+    allocating kernel where this build has no native allocation hooks."""
     from kdsl.runtime.compiler import CompiledKernel
 
     if not (type(compiled) is CompiledKernel
             and len(compiled.params) <= MAX_ARGUMENTS
             and compiled.status_size <= MAX_STATUS_SLOTS
-            and not compiled.allocates
             and compiled.extra_argtypes == 0
-            and not any(isinstance(r.type, T.ArrayType) for r in compiled.results)
             and isinstance(key, tuple) and len(key) == len(compiled.params)):
         return None
     kinds = []
@@ -318,7 +342,17 @@ def argument_kinds(compiled: CompiledKernel, key: Any) -> str | None:
     pattern = "".join(kinds)
     if pattern.strip("a") and not _scalars_readable():
         return None
+    if compiled.allocates and (compiled.init_symbol is None or native_hook_table() is None):
+        return None
     return pattern
+
+
+def _single_array_result(compiled: CompiledKernel) -> int:
+    """The number of axes of a kernel's one result where that is an array, else -1."""
+    results = compiled.results
+    if len(results) == 1 and not compiled.returns_tuple and isinstance(results[0].type, T.ArrayType):
+        return int(results[0].type.full_ndim)
+    return -1
 
 
 def _range(t: Any) -> tuple[int, int] | None:
@@ -339,7 +373,11 @@ class FastCall:
 
     def __init__(self, compiled: CompiledKernel, kinds: str, key: tuple,
                  hidden: HiddenArguments | None = None) -> None:
-        address = _entry_point(kinds)
+        address = _entry_point(kinds, compiled.allocates, _single_array_result(compiled))
+        if compiled.allocates and compiled.init_symbol:  # arrays made natively from now on
+            from kdsl.codegen.native_code import call_init
+
+            call_init(compiled.keep_alive.code, compiled.init_symbol, native_hook_table())
         self.compiled = compiled
         self.deps = compiled.deps
         # the captured arrays and random stream each call reads and appends (the
@@ -348,10 +386,10 @@ class FastCall:
         written = set(compiled.written)
         words = [
             compiled.address, compiled.status_size, id(np.ndarray), id(SLOW), id(None),
-            _api_address("Py_IncRef"), _api_address("PyBytes_FromStringAndSize"),
-            _api_address("PyEval_SaveThread"), _api_address("PyEval_RestoreThread"),
+            api_address("Py_IncRef"), api_address("PyBytes_FromStringAndSize"),
+            api_address("PyEval_SaveThread"), api_address("PyEval_RestoreThread"),
             1 if compiled.results else 0, len(compiled.params),
-            _api_address("PyLong_AsLongLongAndOverflow"), id(True),
+            api_address("PyLong_AsLongLongAndOverflow"), id(True),
         ]
         self._keep: list[Any] = []  # the descrs and types the table names stay alive
         for k, (p, kind, part) in enumerate(zip(compiled.params, kinds, key)):
@@ -375,12 +413,30 @@ class FastCall:
         new.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
         self.function = new(ctypes.addressof(self._method), self._table, None)
 
-    def finish(self, status: bytes, args: tuple) -> Any:
-        """The results (or the error) of a call that returned its status slots."""
-        slots = np.frombuffer(status, dtype=np.int64)
+    def finish(self, result: Any, args: tuple) -> Any:
+        """The results (or the error) of a call that returned its status slots (and the
+        arrays it made), or the result itself."""
+        if type(result) is bytes:
+            slots = np.frombuffer(result, dtype=np.int64)
+            if slots[0]:
+                self.compiled._raise(slots)
+            return self.compiled._decode(slots, {}, args)
+        if type(result) is not tuple:
+            return result  # the array made and returned
+        status, *arrays = result
+        words = np.frombuffer(status, dtype=np.int64)
+        slots = words[:-2]
+        token, overflowed = int(words[-2]), int(words[-1])
+        made = {int(a.ctypes.data): a for a in arrays if a is not None}
+        if overflowed:
+            made.update(ALLOCATIONS.claim(token))
+        del arrays, result
         if slots[0]:
+            made.clear()
             self.compiled._raise(slots)
-        return self.compiled._decode(slots, {}, args)
+        value = self.compiled._decode(slots, made, args) if self.compiled.results else None
+        made.clear()
+        return value
 
 
 def fast_call_for(compiled: CompiledKernel, key: Any,

@@ -83,10 +83,11 @@ _FILLS = {0: np.empty, 1: np.zeros, 2: np.ones}
 
 
 class TemporaryPool:
-    """Memory of the large temporaries calls made and did not return, kept for the next
-    calls' arrays of the same byte size: a kernel called again and again touches no fresh
-    pages (no page faults, no zeroing by the OS). Up to ``limit`` bytes are kept, the
-    oldest given back first; arrays under ``smallest`` bytes are left to malloc."""
+    """Memory of the large arrays calls made, kept for the next calls' arrays of the same
+    byte size once nothing uses it any more (a temporary at the end of its call, a
+    returned array once the caller drops it): a kernel called again and again touches no
+    fresh pages (no page faults, no zeroing by the OS). Up to ``limit`` bytes are kept,
+    the oldest given back first; arrays under ``smallest`` bytes are left to malloc."""
 
     smallest = 1 << 16
     limit = 1 << 28
@@ -109,16 +110,10 @@ class TemporaryPool:
             self.bytes -= nbytes
             return buffer
 
-    def give(self, array: np.ndarray) -> None:
-        """Keeps the memory of ``array``, which nothing else may reference."""
-        if array.nbytes < self.smallest or array.nbytes > self.limit:
+    def give(self, buffer: np.ndarray) -> None:
+        """Keeps ``buffer`` (a flat uint8 array of the pool's), which nothing uses now."""
+        if buffer.nbytes < self.smallest or buffer.nbytes > self.limit:
             return
-        owner = array if array.flags.owndata else array.base  # one of ours, or new
-        if not (isinstance(owner, np.ndarray) and owner.flags.owndata
-                and owner.flags.c_contiguous and owner.flags.writeable
-                and owner.nbytes == array.nbytes and owner.base is None):
-            return
-        buffer = owner.reshape(-1).view(np.uint8)
         with self.lock:
             self.free.setdefault(buffer.nbytes, []).append(buffer)
             self.order.append(buffer)
@@ -146,45 +141,74 @@ def _remove(buffers: list[np.ndarray], buffer: np.ndarray) -> None:
 TEMPORARIES = TemporaryPool()
 
 
+class PooledMemory:
+    """The owner of a pooled buffer while arrays use it (their ``base``): when the last
+    of them goes, the buffer goes back to the pool."""
+
+    __slots__ = ("buffer", "__array_interface__")
+
+    def __init__(self, buffer: np.ndarray, dims: tuple[int, ...], dtype: np.dtype) -> None:
+        self.buffer = buffer
+        self.__array_interface__ = {"data": (buffer.ctypes.data, False), "shape": dims,
+                                    "typestr": dtype.str, "version": 3}
+
+    def __del__(self) -> None:
+        try:
+            TEMPORARIES.give(self.buffer)
+        except Exception:  # noqa: BLE001 - at interpreter exit the pool may be gone
+            pass
+
+
 def recycle(made: dict[int, Any]) -> None:
-    """Gives the pool the arrays a call made that nothing else holds (not returned, and
-    no view of them returned); ``made`` is emptied."""
-    while made:
-        _, array = made.popitem()
-        # held here and by getrefcount's argument only: a result or a view holds one more
-        if isinstance(array, np.ndarray) and sys.getrefcount(array) <= 2:
-            TEMPORARIES.give(array)
-        del array
+    """Drops the call's references to the arrays it made: the pooled memory of those
+    nothing else holds (not returned, and no view of them returned) goes back to the
+    pool; ``made`` is emptied."""
+    made.clear()
 
 
 def _new_array(dims: tuple[int, ...], dtype: Any, fill: int, value: float) -> np.ndarray:
-    """A new array, its memory from the pool where it has some of this size."""
-    if fill in (0, 1):
-        count = 1
-        for d in dims:
-            count *= d
-        buffer = TEMPORARIES.take(count * np.dtype(dtype).itemsize)
-        if buffer is not None:
-            if fill == 1:
-                buffer.fill(0)
-            return buffer.view(dtype).reshape(dims)
-    if fill == 3:
-        return np.full(dims, value, dtype=dtype)
-    return _FILLS[fill](dims, dtype=dtype)
+    """A new array; one of the pool's size takes pooled memory where the pool has some of
+    this size, and gives it back once nothing uses it."""
+    dtype = np.dtype(dtype)
+    count = 1
+    for d in dims:
+        count *= d
+    nbytes = count * dtype.itemsize
+    if nbytes < TEMPORARIES.smallest or nbytes > TEMPORARIES.limit:
+        if fill == 3:
+            return np.full(dims, value, dtype=dtype)
+        return _FILLS[fill](dims, dtype=dtype)
+    buffer = TEMPORARIES.take(nbytes)
+    if buffer is None:
+        buffer = np.empty(nbytes, np.uint8)
+    array = np.asarray(PooledMemory(buffer, dims, dtype))
+    if fill:
+        array.fill(value if fill == 3 else fill - 1)
+    return array
 
 
-def _allocate(token: int, type_code: int, ndim: int, shape: Any, fill: int, value: float) -> int:
+def allocate_object(type_code: int, ndim: int, shape_address: int, fill: int,
+                    value: float) -> np.ndarray | None:
+    """A new array for compiled code (``shape_address``: ``ndim`` int64 sizes), or None
+    where it cannot be made."""
     from kdsl.types import SCALAR_TYPES
 
     try:
-        dims = tuple(int(shape[k]) for k in range(ndim))
+        dims = tuple((ctypes.c_int64 * ndim).from_address(shape_address))
         if any(d < 0 for d in dims):
-            return 0
+            return None
         dtype = SCALAR_TYPES[type_code].numpy_dtype
         array = _new_array(dims, dtype, fill, value)
         if array.size == 0:
             array = np.empty(dims, dtype=dtype)
     except (MemoryError, ValueError, OverflowError):
+        return None
+    return array
+
+
+def _allocate(token: int, type_code: int, ndim: int, shape: Any, fill: int, value: float) -> int:
+    array = allocate_object(type_code, ndim, ctypes.addressof(shape.contents), fill, value)
+    if array is None:
         return 0
     pointer = int(array.ctypes.data)
     with ALLOCATIONS.lock:
