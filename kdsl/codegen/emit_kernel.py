@@ -17,7 +17,7 @@ from llvmlite import ir
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
 from kdsl.codegen.control_flow import ControlFlow
-from kdsl.codegen.gemm import GemmOps
+from kdsl.codegen.gemm_op import GemmOps
 from kdsl.codegen.llvm_types import (
     ArrayView,
     Repr,
