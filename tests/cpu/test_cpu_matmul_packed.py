@@ -69,6 +69,21 @@ def test_shapes_against_numpy(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_products_at_every_edge_of_the_register_block(rng, dtype):
+    """Products whose b fits in L1 run unpacked: rows past a block of four, columns past
+    one, two or four vector registers (masked), and a b without unit column stride
+    (packed instead)."""
+    for m in (1, 4, 5, 7):
+        for n in (3, 8, 15, 16, 17, 31, 33, 63, 65, 100):
+            for k in (1, 9, 40):
+                a, b = _data(rng, (m, k), dtype), _data(rng, (k, n), dtype)
+                assert_same(product(a, b), _reference(a, b), **_tolerance(dtype, k),
+                            what=f"{m}x{k}x{n}")
+    a, b = _data(rng, (6, 20), dtype), _data(rng, (20, 34), dtype)[:, ::2]
+    assert_same(product(a, b), _reference(a, b), **_tolerance(dtype, 20))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_against_kernel_python_and_on_device(rng, dtype):
     a, b = _data(rng, (19, 23), dtype), _data(rng, (23, 37), dtype)
     check(product, a, b, **_tolerance(dtype, 23))
@@ -217,3 +232,20 @@ def test_ir_and_machine_code():
     assert "kdsl.hook.gemm" in product.llvm_ir(a, a)  # the kernel calls the library
     library = gemm_library._llvm_ir()
     assert "llvm.fma.v" in library and "kdsl_gemm_f32" in library and "kdsl_gemm_f64" in library
+
+
+def test_the_routines_for_hosts_without_avx512_verify():
+    """The AVX2 blocking (16 registers of 256 bits) is not run on an AVX-512 host: its
+    IR is at least well formed."""
+    from llvmlite import ir
+
+    from kdsl.codegen.cpu import llvm
+    from kdsl.codegen.gemm import GemmEmitter
+    from kdsl.codegen.llvm_types import f32, f64
+    from kdsl.codegen.runtime_hooks import RuntimeHooks
+
+    module = ir.Module(name="gemm_avx2")
+    hooks = RuntimeHooks.declare(module)
+    for scalar in (f32, f64):
+        GemmEmitter(module, hooks, scalar, avx512=False)
+    llvm().parse_assembly(str(module)).verify()
