@@ -198,6 +198,13 @@ def matmul_any(a, b):
     return a @ b
 
 
+@kd.kernel
+def matmul_batched(a, b, out):
+    """A batch of small products, one per iteration of a ``prange``."""
+    for i in kd.prange(a.shape[0]):
+        out[i] = a[i] @ b[i]
+
+
 # --- compile time of a tensor-heavy kernel: one step of a pressure projection ----------
 # Ten statements: the divergence, its largest magnitude, 20 Jacobi sweeps written with
 # slices, the velocity update and the kinetic energy.

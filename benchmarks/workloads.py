@@ -581,6 +581,48 @@ def matmul(ctx: Context) -> list[Row]:
             row.notes.append(note)
             rows.append(row)
     rows[-1].notes.append(machine.describe(threads) + ("" if blas else "; BLAS threads not set"))
+    rows.extend(_batched_matmul(timing))
+    return rows
+
+
+BATCHES = ((4096, 16, np.float32), (1024, 32, np.float64))  # (batch, n, dtype)
+
+
+def _batched_matmul(timing: Config) -> list[Row]:
+    """A batch of small products in a ``prange`` against ``np.matmul`` of the stacks (and
+    ``torch.bmm``)."""
+    rows = []
+    for batch, n, dtype in BATCHES:
+        gen = rng()
+        a = uniform(batch * n * n, gen).reshape(batch, n, n).astype(dtype)
+        b = uniform(batch * n * n, gen).reshape(batch, n, n).astype(dtype)
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        outs = {side: np.empty_like(a) for side in ("numpy", "kdsl")}
+        sides = {"numpy": Timed(partial(np.matmul, a, b, out=outs["numpy"])),
+                 "kdsl": Timed(partial(kdk.matmul_batched, a, b, outs["kdsl"]))}
+        row = Row("matmul batched in prange", f"{batch} x {n}^3 {np.dtype(dtype).name[0]}"
+                  f"{8 * np.dtype(dtype).itemsize}")
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        for side, fn in sides.items():
+            fn.run()
+            row.ok &= agree(f"batched matmul {n}: {side} vs float64", outs[side], want,
+                            rtol=tol, atol=tol * float(want.max()))
+        try:
+            import torch
+
+            import kdsl as kd
+
+            torch.set_num_threads(kd.get_num_threads())
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            sides["torch"] = Timed(lambda ta=ta, tb=tb: torch.bmm(ta, tb))
+        except ImportError:
+            pass
+        times = _time_row(row, sides, timing)
+        note = f"numpy = np.matmul of the stacks; kdsl {batch * 2.0 * n**3 / times['kdsl'] / 1e9:.1f} GFLOP/s"
+        if "torch" in times:
+            note += f"; torch.bmm {_ms(times['torch'])} (torch/kdsl {times['torch'] / times['kdsl']:.2f}x)"
+        row.notes.append(note)
+        rows.append(row)
     return rows
 
 

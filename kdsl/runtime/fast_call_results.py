@@ -24,18 +24,24 @@ class MadeArrayResults:
 
     def return_made_arrays(self, record: Any, status: Any, slots: Any) -> None:
         """After a call that made arrays: its one array result where that is one of them
-        (the others dropped), else ``(status bytes with the token and whether the
-        Python hooks made arrays after them, *the arrays made)`` for ``finish``."""
+        (the others dropped), None where it returns nothing, else ``(status bytes with
+        the token and whether the Python hooks made arrays after them, *the arrays
+        made)`` for ``finish``."""
         ir, b, i8p, i64 = self.ir, self.b, self.i8p, self.i64
         count = b.load(record)
         overflowed = b.load(b.gep(record, [self.const(1)]))
         made_any = b.icmp_unsigned("!=", b.or_(count, overflowed), self.const(0))
         with b.if_then(made_any, likely=True):
+            clean = b.and_(b.icmp_unsigned("==", overflowed, self.const(0)),
+                           b.icmp_unsigned("==", b.load(status), self.const(0)))
             if self.result_ndim >= 0:
-                clean = b.and_(b.icmp_unsigned("==", overflowed, self.const(0)),
-                               b.icmp_unsigned("==", b.load(status), self.const(0)))
                 with b.if_then(clean, likely=True):
                     self.return_result_array(record, count, status)
+            else:
+                no_results = b.icmp_unsigned("==", self.word(9), self.const(0))
+                with b.if_then(b.and_(clean, no_results), likely=True):
+                    self.drop_made_arrays(record, count)
+                    b.ret(self.new_reference(4))  # None
             b.store(b.ptrtoint(status, i64), b.gep(status, [slots]))
             b.store(overflowed, b.gep(status, [b.add(slots, self.const(1))]))
             size = b.mul(b.add(slots, self.const(2)), self.const(8))
@@ -91,14 +97,19 @@ class MadeArrayResults:
             slot = b.gep(record, [b.add(k, self.const(2))])
             result = b.inttoptr(b.load(slot), i8p)
             b.store(self.const(0), slot)
-
-            def drop(j: Any) -> None:
-                obj = b.inttoptr(b.load(b.gep(record, [b.add(j, self.const(2))])), i8p)
-                with b.if_then(b.icmp_unsigned("!=", obj, ir.Constant(i8p, None))):
-                    self.api("Py_DecRef", ir.VoidType(), [obj])
-
-            self.loop(count, drop)
+            self.drop_made_arrays(record, count)
             b.ret(result)
+
+    def drop_made_arrays(self, record: Any, count: Any) -> None:
+        """Drops the record's references (the arrays nothing returned)."""
+        ir, b, i8p = self.ir, self.b, self.i8p
+
+        def drop(j: Any) -> None:
+            obj = b.inttoptr(b.load(b.gep(record, [b.add(j, self.const(2))])), i8p)
+            with b.if_then(b.icmp_unsigned("!=", obj, ir.Constant(i8p, None))):
+                self.api("Py_DecRef", ir.VoidType(), [obj])
+
+        self.loop(count, drop)
 
     def loop(self, count: Any, body: Any) -> None:
         """``for k in range(count): body(k)``."""

@@ -180,3 +180,23 @@ def test_calls_from_several_threads_at_once():
             want = pair[0].astype(np.float64) @ pair[1]
             for got in results:
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@kd.kernel
+def with_temporary(x: kd.Array[kd.f32], out: kd.Array[kd.f32]):
+    t = x * 2.0 + 1.0  # used twice: materialised
+    out[:] = t * t + kd.sum(t)
+
+
+@pytest.mark.parametrize("n", [10, 70_000])  # NumPy's C API; pooled memory
+def test_temporaries_of_a_kernel_returning_nothing(n):
+    x, out = data(n), np.zeros(n, np.float32)
+    assert on_compiled_path(with_temporary, x, out) is None
+    want = np.empty_like(out)
+    with_temporary.python(x, want)
+    np.testing.assert_allclose(out, want, rtol=1e-5)
+    if n > 1000:
+        TEMPORARIES.clear()
+        with_temporary(x, out)
+        assert TEMPORARIES.bytes == x.nbytes  # the temporary went back
+        TEMPORARIES.clear()
