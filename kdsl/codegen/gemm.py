@@ -11,7 +11,7 @@
   one (a matmul in a ``prange``) it runs on the calling thread.
 - Packing buffers are allocated per call with ``malloc`` (reused by the C allocator, so a
   repeated call makes no page faults), on the stack when they are small.
-- A product whose ``b`` fits in the L1 cache is not packed (``gemm_small``).
+- A product whose ``b`` fits in the L2 cache is not packed (``gemm_small``).
 
 This file holds the blocking and the driver (the loops around the micro-kernel, threads,
 the entry point); ``gemm_micro`` the micro-kernel and packing, ``gemm_loops`` the IR loop

@@ -70,7 +70,7 @@ def test_shapes_against_numpy(rng, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_small_products_at_every_edge_of_the_register_block(rng, dtype):
-    """Products whose b fits in L1 run unpacked: rows past a block of four, columns past
+    """Products whose b fits in L2 run unpacked: rows past a block of four, columns past
     one, two or four vector registers (masked), and a b without unit column stride
     (packed instead)."""
     for m in (1, 4, 5, 7):
@@ -130,8 +130,9 @@ def test_on_several_threads(rng, dtype):
 
 
 def test_large_product_crosses_every_block(rng):
-    """Deeper than a packed block (k > 256) and taller than a block of rows."""
-    a, b = _data(rng, (400, 530), np.float32), _data(rng, (530, 70), np.float32)
+    """Deeper than a packed block (k > 256) and taller than a block of rows; b too large
+    to multiply unpacked."""
+    a, b = _data(rng, (400, 530), np.float32), _data(rng, (530, 270), np.float32)
     assert_same(product(a, b), _reference(a, b), **_tolerance(np.float32, 530))
 
 
