@@ -172,9 +172,13 @@ class ControlFlow:
         inits = [self.values[v] for v in loop.inits]
         body = loop.body
         types = [r.type for r in op.results]
+        # ``vectorize = False``: a pass over memory the compiler adds, short next to the
+        # loops around it, where a vectorised copy costs compile time and saves nothing
+        hints = ("no-vectorize", "no-unroll") if op.attrs.get("vectorize") is False else ()
         if isinstance(step, ir.Constant) and step.constant == 1:  # iv + 1 <= stop: no overflow
             return self._counted_loop(start, stop, step, inits, types,
-                                      lambda iv, carried: self._run_body(body, [iv, *carried]))
+                                      lambda iv, carried: self._run_body(body, [iv, *carried]),
+                                      hints)
         # a larger step could carry the induction variable past INT64_MAX: count instead
         count = range_length(self.b, start, stop, step)
 
@@ -182,7 +186,7 @@ class ControlFlow:
             return self._run_body(body, [self.b.add(start, self.b.mul(counter, step)), *carried])
 
         return self._counted_loop(ir.Constant(i64, 0), count, ir.Constant(i64, 1), inits, types,
-                                  run)
+                                  run, hints)
 
     def emit_range_length(self, op: Operation) -> list[Repr]:
         start, stop, step = (self.values[v] for v in op.operands)

@@ -79,6 +79,8 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         self.in_parallel = False
         self.private_copies: dict[Value, tuple[ir.Value, ArrayView]] = {}
         self.single_thread: ir.Value | None = None  # in a parallel region: team size is 1
+        # in a parallel region updating private copies only: their alias scope (parallel.py)
+        self.copy_scope: ir.MDValue | None = None
         self.allocates = False
         self.region_count = 0
         self.status: ir.Value = None  # type: ignore[assignment]
@@ -372,7 +374,11 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
     def emit_array_load(self, op: Operation) -> list[Repr]:
         pointers = self._element_pointers(op, op.operands[1:])
         scalar_t = T.element_scalar(op.result.type)
-        parts = [self._from_memory(scalar_t, self.b.load(p)) for p in pointers]
+        loads = [self.b.load(p) for p in pointers]
+        if self.copy_scope is not None:  # arrays are never a thread's private copy
+            for load in loads:
+                load.set_metadata("noalias", self.copy_scope)
+        parts = [self._from_memory(scalar_t, v) for v in loads]
         return [parts[0] if len(parts) == 1 and isinstance(op.result.type, T.ScalarType) else parts]
 
     def emit_array_store(self, op: Operation) -> list[Repr]:

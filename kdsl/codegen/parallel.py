@@ -21,11 +21,15 @@ whose old value is unused) gets a zeroed private copy per thread when it is smal
 the number of iterations; threads update their copy without atomics and the copies are
 added into the array after the region (by one helper per element type when the array is
 contiguous). Contended atomic adds on a small grid (a particle-to-grid scatter, a
-histogram) otherwise serialise the threads. In a loop marked ``many_updates`` (a
-gradient's reverse sweep) a copy is almost always made: its region updates the copy (or,
-in a team of one, the array) with no atomic path, and the atomic path, for arrays too
-large to copy, is a second region optimised for size. Each update choosing between the
-two at run time would make LLVM optimise and vectorise both versions of every loop.
+histogram) otherwise serialise the threads.
+
+In a loop marked ``many_updates`` (a gradient's reverse sweep) every thread, even one
+running alone, updates a copy of its own unless the array is too large: the region then
+has one path, plain updates of memory it knows no other access touches (alias-scope
+metadata, so that loops vectorise without run-time overlap checks). Arrays too large to
+copy are updated atomically by a second region, optimised for size. (Choosing between
+the two at each update would make LLVM optimise and vectorise both versions of every
+loop.)
 """
 
 from __future__ import annotations
@@ -102,6 +106,7 @@ class ParallelLoops:
     in_parallel: bool
     region_count: int
     single_thread: ir.Value | None
+    copy_scope: ir.MDValue | None
 
     if TYPE_CHECKING:
         def __getattr__(self, name: str) -> Any: ...
@@ -324,12 +329,11 @@ class ParallelLoops:
                         many_updates: bool = False) -> list[tuple[ir.Value, ir.Value]]:
         """(buffer, element count) per scatter target; the buffer is null when not worth it.
         ``many_updates``: each iteration updates many elements (a serial loop of updates,
-        as a gradient's reverse sweep makes), so a copy is worth it whatever the count."""
+        as a gradient's reverse sweep makes), so a copy is worth it whatever the count of
+        iterations or threads."""
         iterations: ir.Value = ir.Constant(i64, 1)
         for e in extents:
             iterations = self.b.mul(iterations, e)
-        if many_updates:
-            iterations = ir.Constant(i64, PRIVATE_COPY_LIMIT * PRIVATE_COPY_RATIO)
         threads = self.b.zext(nthreads, i64)
         copies = []
         for array in targets:
@@ -337,14 +341,12 @@ class ParallelLoops:
             total: ir.Value = ir.Constant(i64, 1)
             for size in view.shape:
                 total = self.b.mul(total, size)
-            worth = self.b.and_(
-                self.b.icmp_signed(">", threads, ir.Constant(i64, 1)),
-                self.b.and_(
+            worth = self.b.icmp_signed("<=", total, ir.Constant(i64, PRIVATE_COPY_LIMIT))
+            if not many_updates:
+                worth = self.b.and_(worth, self.b.and_(
+                    self.b.icmp_signed(">", threads, ir.Constant(i64, 1)),
                     self.b.icmp_signed("<=", self.b.mul(total, ir.Constant(i64, PRIVATE_COPY_RATIO)),
-                                       iterations),
-                    self.b.icmp_signed("<=", total, ir.Constant(i64, PRIVATE_COPY_LIMIT)),
-                ),
-            )
+                                       iterations)))
             before = self.b.block
             with self.b.if_then(worth):
                 shape = self._entry_alloca(i64, 2)
@@ -479,16 +481,14 @@ class ParallelLoops:
         for k, f in enumerate(passed):
             self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k + 1)]))
         region_args = (body, struct_t, fields, ndim, free, targets, types, kinds)
-        region = self._emit_region(*region_args, "copies" if many_updates else "choose")
-        team_region = self.b.bitcast(region, i8_ptr)
+        region: ir.Value = self._emit_region(*region_args, "copies" if many_updates else "choose")
         if many_updates:  # arrays too large to copy: atomic updates, in a region of their own
             copied = [self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
                       for buffer, _ in copies]
             all_copied = copied[0]
             for c in copied[1:]:
                 all_copied = self.b.and_(all_copied, c)
-            atomic = self._emit_region(*region_args, "atomic")
-            team_region = self.b.select(all_copied, team_region, self.b.bitcast(atomic, i8_ptr))
+            region = self.b.select(all_copied, region, self._emit_region(*region_args, "atomic"))
         ctx_ptr = self.b.bitcast(ctx, i8_ptr)
         fn = self.b.function
         serial_bb = fn.append_basic_block("parallel.serial")
@@ -502,7 +502,7 @@ class ParallelLoops:
         self.b.branch(done_bb)
         self.b.position_at_end(team_bb)
         team_chunks = self.b.call(self._run_team(), [
-            ctx_ptr, team_region, nthreads, iterations, extents[0],
+            ctx_ptr, self.b.bitcast(region, i8_ptr), nthreads, iterations, extents[0],
             ir.Constant(i64, cost), ir.Constant(ir.IntType(1), int(vectorised)),
         ])
         self.b.branch(done_bb)
@@ -537,9 +537,8 @@ class ParallelLoops:
 
         ``updates`` says how the scatter targets are updated: ``"choose"``, the thread's
         copy where one was made and atomically otherwise, chosen at each update;
-        ``"copies"``, the copy (every target has one, or the team is of one thread);
-        ``"atomic"``, atomically, in a function optimised for size (the rare case of
-        arrays too large to copy)."""
+        ``"copies"``, the thread's copy (every target has one); ``"atomic"``, atomically,
+        in a function optimised for size (the rare case of arrays too large to copy)."""
         self.region_count += 1
         name = f"{self.kernel.name}.parallel.{self.region_count}"
         fn = ir.Function(self.module, REGION_T, name)
@@ -551,7 +550,7 @@ class ParallelLoops:
             fn.attributes.add("optsize")
             fn.attributes.add("minsize")
         saved = (self.scalar.builder, self.status, dict(self.values), self.in_parallel,
-                 dict(self.private_copies), self.single_thread)
+                 dict(self.private_copies), self.single_thread, self.copy_scope)
         self._start_function(fn)
         self.in_parallel = True
         _, lower, upper, index, tid, single = fn.args
@@ -580,13 +579,14 @@ class ParallelLoops:
                 continue
             private = self._private_view(self.values[array], buffer, tid, total,
                                          T.element_scalar(array.type.dtype))
-            use_copy: ir.Value = ir.Constant(ir.IntType(1), 1)
-            if updates == "choose":
-                # a team of one updates the array itself as its copy: one plain path, not two
-                use_copy = self.b.or_(
-                    self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None)), single)
-            self.private_copies[array] = (use_copy,
+            if updates == "copies":
+                self.private_copies[array] = (ir.Constant(ir.IntType(1), 1), private)
+                continue
+            use_copy = self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
+            # a team of one updates the array itself as its copy: one plain path, not two
+            self.private_copies[array] = (self.b.or_(use_copy, single),
                                           self._own_when_alone(self.values[array], private))
+        self.copy_scope = _copy_scope(self.module) if updates == "copies" else None
         partials = loaded[position:]
         accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
         finals = self._nested_loops(extents, lower, upper, accs, types, body)
@@ -599,7 +599,7 @@ class ParallelLoops:
         self.b.ret_void()
         self._finish_function(fn)
         (self.scalar.builder, self.status, self.values, self.in_parallel,
-         self.private_copies, self.single_thread) = saved
+         self.private_copies, self.single_thread, self.copy_scope) = saved
         return fn
 
     def _private_update(self, op: Operation,
@@ -620,7 +620,11 @@ class ParallelLoops:
             scalar_t = T.element_scalar(op.operands[-1].type)
             combine = self.scalar.op_add if op.attrs["kind"] == "add" else self.scalar.op_sub
             for p, v in zip(pointers, flatten(value)):
-                self.b.store(combine(scalar_t, self.b.load(p), v), p)
+                old = self.b.load(p)
+                store = self.b.store(combine(scalar_t, old, v), p)
+                if self.copy_scope is not None:  # memory no other access in the region touches
+                    old.set_metadata("alias.scope", self.copy_scope)
+                    store.set_metadata("alias.scope", self.copy_scope)
             self.values[array] = saved
 
         if isinstance(use_copy, ir.Constant):  # the region always has the copy
@@ -635,3 +639,10 @@ class ParallelLoops:
         zero = self._identity("add", op.result.type)
         return [zero]
 
+
+def _copy_scope(module: ir.Module) -> ir.MDValue:
+    """The alias scope of the threads' private copies (a list of one scope): accesses of a
+    copy carry it as ``!alias.scope``, array loads in the region as ``!noalias``."""
+    domain = module.add_metadata([ir.MetaDataString(module, "kdsl.private_copies")])
+    scope = module.add_metadata([ir.MetaDataString(module, "kdsl.private_copy"), domain])
+    return module.add_metadata([scope])

@@ -108,7 +108,8 @@ def component_adjoint(e: AdjointEmitter, array: Value) -> Value:
 def add_components(e: AdjointEmitter, components: Value, target: Value) -> None:
     """``target[...] += vector(components[0, ...], components[1, ...], ...)`` over the
     elements of ``target``, in serial loops (a pass over memory, short next to the loops
-    that summed the components)."""
+    that summed the components: not vectorised, which would cost more compile time than
+    it saves run time)."""
     t = target.type
     assert isinstance(t, T.ArrayType)
     dtype = t.dtype
@@ -131,6 +132,6 @@ def add_components(e: AdjointEmitter, components: Value, target: Value) -> None:
                 old = e.b.create("array_load", [target, *ivs]).result
                 e.b.create("array_store", [target, *ivs, e.b.create("add", [old, vector]).result])
             e.b.create("yield", [])
-        e.b.create("for", [zero, dims[axis], one], {}, [body])
+        e.b.create("for", [zero, dims[axis], one], {"vectorize": False}, [body])
 
     level(0)
