@@ -52,7 +52,8 @@ def emit_device_print(emitter: DeviceEmitter, op: Operation) -> None:
                 texts.append("%llu")
                 args.append(b.zext(p, i64) if scalar_t.bits < 64 else p)
         pieces.append(" ".join(texts) if isinstance(v.type, T.ScalarType) else "[" + " ".join(texts) + "]")
-    fmt = _string(emitter, " ".join(pieces) + "\n")
+    separators = op.attrs.get("separators") or [" " if k else "" for k in range(len(pieces))]
+    fmt = _string(emitter, "".join(s + p for s, p in zip(separators, pieces)) + "\n")
     buffer = emitter._entry_alloca(i64, max(len(args), 1))
     for k, a in enumerate(args):
         slot = b.gep(buffer, [ir.Constant(i64, k)])

@@ -41,9 +41,11 @@ def emit_print(emitter: KernelEmitter, op: Operation) -> None:
     b = emitter.b
     items: list[tuple[int, ir.Value]] = []
     operands = iter(op.operands)
+    separators = op.attrs.get("separators")  # f-strings: no space between their pieces
     for k, part in enumerate(op.attrs["parts"]):
-        if k:
-            items.append((PrintKind.TEXT, _text_constant(emitter, " ")))
+        separator = separators[k] if separators else " " if k else ""
+        if separator:
+            items.append((PrintKind.TEXT, _text_constant(emitter, separator)))
         if part is not None:
             items.append((PrintKind.TEXT, _text_constant(emitter, part)))
             continue

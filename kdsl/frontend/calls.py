@@ -17,7 +17,7 @@ from kdsl import types as T
 from kdsl.frontend import numeric_rules
 from kdsl.frontend.math_calls import math_call
 from kdsl.frontend.tensors import is_array, reduction_arguments
-from kdsl.frontend.values import Static, TupleValue, VectorMethod
+from kdsl.frontend.values import FormattedText, Static, TupleValue, VectorMethod
 from kdsl.ir.core import Value
 from kdsl.ir.math_builtins import MATH_FUNCTIONS, math_module_function, numpy_functions
 
@@ -302,17 +302,24 @@ def _transpose(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
 @builtin(py.print)
 def _print(lo: FunctionLowering, node: ast.Call, args: list) -> None:
     parts: list[str | None] = []
+    separators: list[str] = []  # the text before each part: a space between arguments
     operands: list[Value] = []
-    for a, arg_node in zip(args, node.args):
-        if isinstance(a, Static) and isinstance(a.obj, str):
-            parts.append(a.obj)
-            continue
-        v = lo.value_of(a, arg_node)
-        if isinstance(v.type, T.ArrayType):
-            lo.error("print() of a whole array is not supported in kernels", arg_node)
-        parts.append(None)
-        operands.append(v)
-    lo.builder.create("print", operands, {"parts": tuple(parts)})
+    for k, (a, arg_node) in enumerate(zip(args, node.args)):
+        pieces = a.pieces if isinstance(a, FormattedText) else (a,)  # f"{i}: {x}"
+        for j, piece in enumerate(pieces):
+            separators.append(" " if k and not j else "")
+            if isinstance(piece, str) or (isinstance(piece, Static) and isinstance(piece.obj, str)):
+                parts.append(piece if isinstance(piece, str) else piece.obj)
+                continue
+            v = lo.value_of(piece, arg_node)
+            if isinstance(v.type, T.ArrayType):
+                lo.error("print() of a whole array is not supported in kernels", arg_node)
+            parts.append(None)
+            operands.append(v)
+    attrs: dict[str, Any] = {"parts": tuple(parts)}
+    if separators != [" " if k else "" for k in range(len(separators))]:
+        attrs["separators"] = tuple(separators)
+    lo.builder.create("print", operands, attrs)
     return None
 
 

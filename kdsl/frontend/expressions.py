@@ -10,7 +10,7 @@ import numpy as np
 from kdsl import types as T
 from kdsl.frontend import numeric_rules
 from kdsl.frontend.tensors import TensorLowering, is_array
-from kdsl.frontend.values import Static, TupleValue
+from kdsl.frontend.values import FormattedText, Static, TupleValue
 from kdsl.frontend.vectors import COMPONENT_NAMES, VectorLowering
 from kdsl.ir.core import Block, Value
 from kdsl.ir.reductions import BOOL_ARITHMETIC
@@ -488,7 +488,21 @@ class ExpressionLowering(VectorLowering, TensorLowering):
         return lower_call(self, node)  # type: ignore[arg-type]
 
     def expr_JoinedStr(self, node: ast.JoinedStr) -> Any:
-        self.error("f-strings are not supported in kernels; pass values to print()", node)
+        """``f"step {i}: {e}"``, which print() takes (values as print() shows them)."""
+        pieces: list[Any] = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                pieces.append(str(part.value))
+                continue
+            assert isinstance(part, ast.FormattedValue)
+            if part.conversion != -1 or part.format_spec is not None:
+                self.error("format specifications and conversions (!r, :.3f) in f-strings "
+                           "are not supported in kernels", node)
+            value = self.expr(part.value)
+            if isinstance(value, Static) and isinstance(value.obj, str):
+                value = value.obj
+            pieces.append(value)
+        return FormattedText(tuple(pieces))
 
 
 def is_python_number(x: Any) -> bool:

@@ -39,3 +39,10 @@ class VectorMethod:
     builtin: str
     receiver: Value
     attr: str
+
+
+@dataclass(frozen=True)
+class FormattedText:
+    """An f-string, for ``print``: its literal text and lowered values, in order."""
+
+    pieces: tuple[Any, ...]

@@ -270,7 +270,9 @@ class Interpreter(TensorOps):
 
     def op_print(self, op: Operation, args: list, env: dict) -> list:
         values = iter(args)
-        print(*[p if p is not None else next(values) for p in op.attrs["parts"]])
+        texts = [str(p if p is not None else next(values)) for p in op.attrs["parts"]]
+        separators = op.attrs.get("separators") or [" " if k else "" for k in range(len(texts))]
+        print("".join(s + t for s, t in zip(separators, texts)))
         return []
 
     def op_assert(self, op: Operation, args: list, env: dict) -> list:

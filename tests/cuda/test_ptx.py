@@ -147,6 +147,18 @@ def test_print_is_vprintf():
     assembles(ptx)
 
 
+@kd.kernel
+def talk_formatted(x: kd.Array[kd.f32]):
+    for i in kd.prange(x.shape[0]):
+        if i == 0:
+            print(f"x[{i}]={x[i]};", "done")
+
+
+def test_f_strings_print_without_spaces_between_their_pieces():
+    assert "x[%lld]=%g; done" in talk_formatted.nvvm_ir(X)
+    assembles(talk_formatted.ptx(X))
+
+
 @kd.kernel(debug=True)
 def checked(x: kd.Array[kd.f32], k: int):
     for i in kd.prange(x.shape[0]):

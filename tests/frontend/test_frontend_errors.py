@@ -93,8 +93,8 @@ def loops_over_a_list(a: kd.Array[kd.f32]):
 
 
 @kd.kernel
-def uses_fstring(a: kd.Array[kd.f32]):
-    print(f"{a[0]}")  # error: fstring
+def uses_fstring_spec(a: kd.Array[kd.f32]):
+    print(f"{a[0]:.2f}")  # error: fstring
 
 
 @kd.kernel
@@ -414,7 +414,7 @@ CASES = [
     (uses_list_comprehension, F32, "listcomp", "[x for", ["ListComp"]),
     (uses_generator_expression, F32, "genexp", "(x for", ["GeneratorExp"]),
     (loops_over_a_list, F32, "for-list", "SOME_LIST", ["range()", "kd.prange()"]),
-    (uses_fstring, F32, "fstring", 'f"', ["f-string"]),
+    (uses_fstring_spec, F32, "fstring", 'f"', ["f-strings", "format specifications"]),
     (keyword_arguments_to_builtin, F32, "kwargs-builtin", "kd.clamp", ["keyword argument"]),
     (unknown_keyword_argument_to_func, F32, "kwargs-func", "add_one", ["add_one()",
                                                                        "keyword argument 'y'"]),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import textwrap
 
 import numpy as np
+import pytest
 
 import kdsl as kd
 
@@ -74,3 +75,27 @@ def test_print_goes_to_stdout_in_order(run_python, tmp_path):
     result = run_python(code, path=tmp_path)
     assert result.stdout == "before\nkernel 0\nkernel 1\nbetween\nkernel 0\nafter\n"
     assert "kernel" not in result.stderr
+
+
+@kd.kernel
+def report_formatted(a: kd.Array[kd.f32], n: kd.i64):
+    print(f"step {n}: first={a[0]}, flag {a[1] > 0.0}", "then", f"{n - 1}!")
+    print(f"", n)  # noqa: F541 - an empty f-string is still an argument
+
+
+def test_print_of_f_strings_matches_python(capsys):
+    report_formatted(A, 7)
+    compiled = capsys.readouterr()
+    report_formatted.python(A, 7)
+    assert compiled.out == capsys.readouterr().out
+    assert compiled.out == "step 7: first=1.5, flag False then 6!\n 7\n"
+
+
+def test_format_specifications_in_f_strings_are_located_errors():
+    @kd.kernel
+    def formatted(x: kd.f64):
+        print(f"x = {x:.3f}")
+
+    with pytest.raises(kd.CompileError, match="format specifications") as info:
+        formatted(1.0)
+    assert 'print(f"x = {x:.3f}")' in str(info.value)
