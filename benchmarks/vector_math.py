@@ -34,6 +34,8 @@ FUNCTIONS = {  # name: (numpy ufunc, input range)
     "exp2": (np.exp2, (-120.0, 120.0)),
     "log2": (np.log2, (1e-3, 1e3)),
     "log10": (np.log10, (1e-3, 1e3)),
+    "expm1": (np.expm1, (-5.0, 5.0)),
+    "log1p": (np.log1p, (-0.5, 1e3)),
 }
 
 
@@ -76,6 +78,16 @@ def log2_loop(x, out):  # type: ignore[no-untyped-def]
 def log10_loop(x, out):  # type: ignore[no-untyped-def]
     for i in kd.prange(out.shape[0]):
         out[i] = kd.log10(x[i])
+
+
+def expm1_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(out.shape[0]):
+        out[i] = kd.expm1(x[i])
+
+
+def log1p_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(out.shape[0]):
+        out[i] = kd.log1p(x[i])
 
 
 def _compile(name: str, mode: str, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:

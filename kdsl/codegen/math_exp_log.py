@@ -72,10 +72,35 @@ def expm1(v: VectorBuilder, x: ir.Value) -> ir.Value:
     return v.fma(s, em1, v.sub(s, v.f(1.0)))
 
 
-def _log_parts(v: VectorBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
+def expm1_whole_range(v: VectorBuilder, x: ir.Value) -> ir.Value:
+    """e^x - 1 for every x: 2 (h (e^r - 1) + h - 1/2) with h = 2^(k-1), normal over the
+    clamped range (-30 to 89 for float32, -40 to 710 for float64, where e^x - 1 rounds to
+    -1 below and overflows above); |x| tiny enough that the result rounds to x gives x
+    (denormals and the sign of zero kept)."""
+    clamped = v.clamp(x, -30.0, 89.0) if v.single else v.clamp(x, -40.0, 710.0)
+    em1, k = _expm1_reduced(v, clamped, accurate=True)
+    h = v.pow2(v.isub(k, v.i(1)))
+    result = v.mul(v.fma(h, em1, v.sub(h, v.f(0.5))), v.f(2.0))
+    return v.select(v.lt(v.abs(x), v.f(2.0 ** (-25 if v.single else -54))), x, result)
+
+
+def log1p(v: VectorBuilder, x: ir.Value) -> ir.Value:
+    """log(1 + x): u = 1 + x rounded, and what the rounding lost, x - (u - 1), added to
+    u's reduced mantissa (scaled by 2^-e); tiny x gives x."""
+    u = v.add(x, v.f(1.0))
+    lost = v.sub(x, v.sub(u, v.f(1.0)))
+    e, y = _log_parts(v, u, lost)
+    hi, lo = (_LN2_F, _LN2_F_LO) if v.single else (_LN2_HI, _LN2_LO)
+    result = _log_special_cases(v, u, v.fma(e, v.f(hi), v.fma(e, v.f(lo), y)))
+    return v.select(v.lt(v.abs(x), v.f(2.0 ** (-26 if v.single else -55))), x, result)
+
+
+def _log_parts(v: VectorBuilder, x: ir.Value,
+               lost: ir.Value | None = None) -> tuple[ir.Value, ir.Value]:
     """(e, log1p(m - 1)) with x = 2^e m, m in [sqrt(2)/2, sqrt(2)), for positive finite
     x (denormals are scaled by 2^23, or 2^54, first); e as a float. float32: a minimax
-    polynomial in m - 1; float64: fdlibm's f - (f^2/2 - s (f^2/2 + R)) with one division."""
+    polynomial in m - 1; float64: fdlibm's f - (f^2/2 - s (f^2/2 + R)) with one division.
+    ``lost``: a small amount x lacks, added to m - 1 as lost 2^-e."""
     mantissa = 23 if v.single else 52
     scale = 23 if v.single else 54
     tiny = v.lt(x, v.f(2.0 ** (-126 if v.single else -1022)))
@@ -85,6 +110,10 @@ def _log_parts(v: VectorBuilder, x: ir.Value) -> tuple[ir.Value, ir.Value]:
     e = v.iadd(v.ashr(ix, mantissa), v.select(tiny, v.i(-scale), v.i(0)))
     m = v.as_float(v.iadd(v.and_(ix, v.i((1 << mantissa) - 1)), v.i(offset)))
     f = v.sub(m, v.f(1.0))
+    if lost is not None:  # 2^-e stays normal: e is clamped (lost is 0 for large x)
+        limit = v.i(100 if v.single else 1000)
+        e_small = v.b.select(v.b.icmp_signed(">", e, limit), limit, e)
+        f = v.fma(lost, v.pow2(v.isub(v.i(0), e_small)), f)
     f2 = v.mul(f, f)
     if v.single:
         return v.to_float(e), v.fma(f2, v.estrin(f, f2, _LOGF_Q), f)
