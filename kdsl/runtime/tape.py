@@ -186,6 +186,9 @@ class _Plan:
     floats: list[int]  # the positions of its floating-point arguments
     hidden: bool  # it takes hidden arguments (arrays of globals, the random stream)
     returned_type: T.ArrayType | None
+    # the written arrays it overwrites before reading them (tape_overwritten.py), found
+    # when first needed
+    overwritten: frozenset[int] | None = None
 
 
 _plans: weakref.WeakKeyDictionary[Any, _Plan] = weakref.WeakKeyDictionary()
@@ -270,6 +273,10 @@ class Tape:
         # by id, the array (or a weak reference to it) and the kernel's name
         self._returned: dict[int, tuple[Any, str]] = {}
         self._busy = False
+        # arrays (by id) a recorded call read and none wrote since: a call that writes
+        # one must keep a copy of it for those calls
+        self._read_since_written: set[int] = set()
+        self._scratch: dict[int, Any] = {}  # by array id, see _scratch_for
         self.memory_bytes = 0
         """Bytes the tape holds: copies of the arrays the recorded calls overwrote, and the
         gradients of the calls whose gradient was taken as they were recorded."""
@@ -335,8 +342,17 @@ class Tape:
         for k in written:
             a = args[k]
             if id(a) not in kept:
-                kept[id(a)] = _copy(a)
-                self.memory_bytes += _nbytes(a)
+                if self._needs_no_copy(kernel, plan, plain, k):
+                    kept[id(a)] = self._scratch_for(a)
+                else:
+                    kept[id(a)] = _copy(a)
+                    self.memory_bytes += _nbytes(a)
+        for k, a in enumerate(args):  # what later writes must keep for this call
+            if _is_array(a):
+                if k in written:
+                    self._read_since_written.discard(id(a))
+                else:
+                    self._read_since_written.add(id(a))
         if argnums and self._takes_gradient_now(compiled, plain, written):
             self._busy = True
             try:
@@ -362,6 +378,36 @@ class Tape:
         elif argnums:
             self._remember_returned(result, kernel.__name__)
         return result
+
+    def _needs_no_copy(self, kernel: Kernel, plan: _Plan, args: tuple, k: int) -> bool:
+        """Whether the call overwrites the array at ``k`` before reading it, and no call
+        recorded since the array was last written read it: its value before the call is
+        never read on the way back (a scratch array of its shape is passed instead). CPU
+        arrays of tapes without checkpoints, not sharing memory with other arguments."""
+        a = args[k]
+        if (self.checkpoint_every is not None or id(a) in self._read_since_written
+                or getattr(a, "device", "cpu") != "cpu"):
+            return False
+        if plan.overwritten is None:
+            from kdsl.runtime.tape_overwritten import overwritten_arguments
+
+            self._busy = True
+            try:
+                plan.overwritten = overwritten_arguments(kernel, args, plan.written)
+            finally:
+                self._busy = False
+        return k in plan.overwritten and not any(
+            j != k and _is_array(b) and _overlaps(a, b) for j, b in enumerate(args))
+
+    def _scratch_for(self, a: Any) -> Any:
+        """One array of ``a``'s shape and dtype per array, for the calls that overwrite
+        it before reading it (their products may write it)."""
+        found = self._scratch.get(id(a))
+        if found is None:
+            data = a if isinstance(a, np.ndarray) else a.numpy()
+            found = self._scratch[id(a)] = np.empty(data.shape, data.dtype)
+            self.memory_bytes += _nbytes(a)
+        return found
 
     @staticmethod
     def _returns_new_array(result: Any, args: tuple) -> bool:
@@ -590,6 +636,8 @@ class Tape:
         self._active.clear()
         self._leaves.clear()
         self._returned.clear()
+        self._read_since_written.clear()
+        self._scratch.clear()
         self.memory_bytes = 0
 
     def _release_copies(self) -> None:

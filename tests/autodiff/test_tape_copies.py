@@ -293,3 +293,65 @@ def test_tapes_reuse_the_memory_of_released_tapes_copies() -> None:
         x.grad.numpy()[:6], central_differences(
             lambda y: float(program(np.concatenate([y, x0[6:] * 0.5]))), x0[:6] * 0.5),
         rtol=1e-6, atol=1e-8)
+
+
+# --- arrays overwritten before they are read: no copy -----------------------------------
+
+
+@kd.kernel
+def spread_sine(x: kd.Array[kd.f64], f: kd.Array[kd.f64]):
+    for i in kd.prange(x.shape[0]):
+        f[i] = kd.sin(x[i])
+
+
+@kd.kernel
+def forces_over_all_but_the_last(x: kd.Array[kd.f64], f: kd.Array[kd.f64]):
+    """``f`` written over one element fewer than the next loop reads: its last element is
+    the one the call found."""
+    n = x.shape[0]
+    for i in kd.prange(n - 1):
+        f[i] = x[i] * x[i + 1]
+    for i in kd.prange(n):
+        x[i] += 0.1 * f[i] * x[i]
+
+
+@kd.kernel
+def scale_by(y: kd.Array[kd.f64], f: kd.Array[kd.f64]):
+    for i in kd.prange(y.shape[0]):
+        y[i] = y[i] * kd.cos(f[i])
+
+
+def test_an_array_written_over_fewer_elements_than_read_is_copied() -> None:
+    def program(x: Any) -> Any:
+        f = np.zeros(x.shape[0])
+        spread_sine(x, f)
+        forces_over_all_but_the_last(x, f)
+        forces_over_all_but_the_last(x, f)
+        return total_square(x)
+
+    check_tape(program, RNG.random(6))
+
+
+def test_an_overwritten_array_read_by_a_call_between_is_copied() -> None:
+    def program(x: Any) -> Any:
+        f = np.zeros(x.shape[0])
+        v = np.zeros(x.shape[0])
+        y = np.ones(x.shape[0])
+        forces_then_update(x, v, f, 0.1)
+        scale_by(y, f)  # reads f as the first call left it
+        forces_then_update(x, v, f, 0.1)
+        return total_square(y)
+
+    check_tape(program, RNG.random(7))
+
+
+def test_arrays_overwritten_before_they_are_read_are_not_copied() -> None:
+    x = kd.array(RNG.random(50), requires_grad=True)
+    v = np.zeros(50)
+    f = np.zeros(50)
+    with kd.Tape() as tape:
+        for _ in range(10):
+            forces_then_update(x, v, f, 0.1)
+        total_square(x)
+    # x and v before each step, one scratch array for f, and the loss's gradient
+    assert tape.memory_bytes == 10 * 2 * 50 * 8 + 50 * 8 + 50 * 8
