@@ -102,6 +102,10 @@ def _fold_pairwise(op_name: str, python_result: bool = False, ignore_nan: bool =
     def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         if len(args) == 1 and not python_result:
             return _reduce(op_name)(lo, node, args)
+        if len(args) == 1 and isinstance(args[0], TupleValue):  # max((a, b, c))
+            args = list(args[0].items)
+        elif len(args) == 1 and is_array(args[0]) and args[0].type.ndim == 1:  # max(a)
+            return lo.tensor_reduce(op_name, args[0], None, False, node)
         if len(args) < 2:
             lo.error(f"{op_name}() needs at least two arguments", node)
         values = _values(lo, node, args)
@@ -122,6 +126,58 @@ def _fold_pairwise(op_name: str, python_result: bool = False, ignore_nan: bool =
         return result if python_result else lo.strong(result)
 
     return handler
+
+
+@builtin(py.sum)
+def _python_sum(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    """Python's ``sum``: of an array, over its first axis (as iterating it gives); of a
+    tuple, of its items; with a start value added first, as Python adds it."""
+    if not 1 <= len(args) <= 2:
+        lo.error(f"sum() takes one or two arguments, got {len(args)}", node)
+    items = args[0]
+    if isinstance(items, TupleValue):
+        values = _values(lo, node, list(items.items))
+        total = values[0] if values and len(args) == 1 else lo.value_of(
+            args[1] if len(args) == 2 else Static(0), node)
+        for v in values[1:] if values and len(args) == 1 else values:
+            total = lo.binary("add", total, v, node)
+        return total
+    v = lo.value_of(items, node)
+    if not is_array(v):
+        lo.error(f"sum() needs an array or a tuple, got {v.type}", node)
+    total = lo.tensor_reduce("sum", v, 0, False, node)
+    return lo.binary("add", lo.value_of(args[1], node), total, node) if len(args) == 2 else total
+
+
+def _logical(op_name: str) -> Handler:
+    """``np.logical_and``, ``np.logical_or``, ``np.logical_xor`` of scalars or arrays."""
+
+    def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+        _arity(lo, node, args, 2, f"logical_{op_name.removeprefix('bit_')}")
+        a, b = (_as_bool(lo, v, node) for v in _values(lo, node, args))
+        return lo.binary(op_name, a, b, node)
+
+    return handler
+
+
+def _as_bool(lo: FunctionLowering, v: Value, node: ast.Call) -> Value:
+    if is_array(v):
+        return v if v.type.dtype == T.bool_ else lo.binary("ne", v, lo.constant(0), node)
+    return lo.truth(v, node)
+
+
+builtin(np.logical_and)(_logical("bit_and"))
+builtin(np.logical_or)(_logical("bit_or"))
+builtin(np.logical_xor)(_logical("bit_xor"))
+
+
+@builtin(np.logical_not)
+def _logical_not(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    _arity(lo, node, args, 1, "logical_not")
+    (v,) = _values(lo, node, args)
+    if is_array(v):
+        return lo.tensor_unary("logical_not", _as_bool(lo, v, node), node)
+    return lo.op("logical_not", lo.truth(v, node), node=node)
 
 
 def _reduce(kind: str) -> Handler:

@@ -194,3 +194,23 @@ def test_gradients_of_kernels_with_default_values(rng):
     x = rng.normal(size=5)
     assert np.allclose(kd.grad(scaled_energy)(x), 4.0 * x)
     assert np.allclose(kd.grad(scaled_energy)(x, 0.5), x)
+
+
+@kd.kernel
+def python_and_numpy_reductions(a: kd.Array[kd.f64], m: kd.Array[kd.f64, 2]):
+    return (sum(a), max(a), min(a), sum(m), sum((a[0], a[1], 2.0)), sum(a, 10.0),
+            max((a[1], a[2], a[0])), np.logical_and(a[0] > 0, a[1] > 0),
+            np.logical_or(a > 1, a < 0.5), np.logical_not(a > 1), np.logical_xor(a > 1, m[0] > 0),
+            np.logical_not(a[0]))
+
+
+def test_python_sum_min_max_and_numpy_logical_functions(rng):
+    a = rng.normal(size=4)
+    m = rng.normal(size=(3, 4))
+    got = check(python_and_numpy_reductions, a, m, rtol=1e-12)
+    expected = (sum(a), max(a), min(a), sum(m), a[0] + a[1] + 2.0, sum(a, 10.0),
+                max((a[1], a[2], a[0])), np.logical_and(a[0] > 0, a[1] > 0),
+                np.logical_or(a > 1, a < 0.5), np.logical_not(a > 1),
+                np.logical_xor(a > 1, m[0] > 0), np.logical_not(a[0]))
+    for g, e in zip(got, expected):
+        assert np.allclose(g, e, rtol=1e-12) and np.asarray(g).dtype == np.asarray(e).dtype
