@@ -342,6 +342,8 @@ def kernel(fn: Callable[..., Any] | None = None, *, debug: bool | None = None,
     return Kernel(fn, debug=debug, fastmath=fastmath)
 
 
-def func(fn: Callable[..., Any]) -> Func:
-    """Marks a function callable from kernels."""
+def func(fn: Callable[..., Any] | None = None) -> Any:
+    """Marks a function callable from kernels (``@kd.func`` or ``@kd.func()``)."""
+    if fn is None:
+        return Func
     return Func(fn)

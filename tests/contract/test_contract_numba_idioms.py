@@ -214,3 +214,20 @@ def test_python_sum_min_max_and_numpy_logical_functions(rng):
                 np.logical_xor(a > 1, m[0] > 0), np.logical_not(a[0]))
     for g, e in zip(got, expected):
         assert np.allclose(g, e, rtol=1e-12) and np.asarray(g).dtype == np.asarray(e).dtype
+
+
+@kd.func()
+def halve(x):
+    return x / 2
+
+
+@kd.kernel()
+def halves(a: kd.Array[kd.f64]):
+    for i in kd.prange(a.shape[0]):
+        a[i] = halve(a[i])
+
+
+def test_decorators_with_empty_parentheses():
+    a = np.array([2.0, 5.0])
+    halves(a)
+    assert a.tolist() == [1.0, 2.5] and halve(3.0) == 1.5
