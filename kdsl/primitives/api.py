@@ -101,7 +101,7 @@ def cumsum(a: Any, axis: int | None = None, exclusive: bool = False) -> Any:
     if not -data.ndim <= axis < data.ndim:
         raise np.exceptions.AxisError(axis, data.ndim)
     moved = np.moveaxis(data, axis, -1)
-    rows = moved.reshape(-1, moved.shape[-1])
+    rows = moved.reshape(int(np.prod(moved.shape[:-1])), moved.shape[-1])  # -1: not if empty
     out = np.empty(rows.shape, result)
     kernels.scan_rows_kernel(t, bool(exclusive))(rows, out)
     return _like(a, np.moveaxis(out.reshape(moved.shape), -1, axis))
