@@ -88,7 +88,7 @@ def _recording_call(kernel: Kernel, *args: Any) -> Any:
     tape = _RECORDING[-1] if _RECORDING else None
     if tape is None or tape._busy or type(kernel) is not Kernel:  # kd.grad, kd.jvp: not recorded
         return _PLAIN_CALL(kernel, *args)
-    return tape._record(kernel, args)
+    return tape._record(kernel, kernel.with_defaults(args))
 
 
 _gradients: weakref.WeakKeyDictionary[Kernel, dict[tuple[int, ...], Any]] = \

@@ -231,3 +231,23 @@ def test_decorators_with_empty_parentheses():
     a = np.array([2.0, 5.0])
     halves(a)
     assert a.tolist() == [1.0, 2.5] and halve(3.0) == 1.5
+
+
+@kd.kernel
+def damped_step(x: kd.Array[kd.f32], dt=0.5):
+    for i in kd.prange(x.shape[0]):
+        x[i] = x[i] * (1.0 - dt)
+
+
+@kd.kernel
+def squared_norm(x: kd.Array[kd.f32]):
+    return kd.sum(x * x)
+
+
+def test_kernels_with_default_values_under_a_tape():
+    x = kd.array(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    with kd.Tape() as tape:
+        damped_step(x)
+        loss = squared_norm(x)
+    tape.backward(loss)
+    assert np.allclose(x.grad.numpy(), 2 * 0.25 * np.array([1.0, 2.0]))
