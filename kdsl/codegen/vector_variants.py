@@ -2,16 +2,17 @@
 variants of the scalar math calls and inlined once it has vectorised.
 
 A fastmath math call is a call of ``kdsl.vm.<symbol>`` (kdsl/codegen/vector_math.py), whose
-``vector-function-abi-variant`` attribute names vector functions of 4, 8 and 16 lanes
-(``_ZGV_LLVM_N16v_kdsl.vm.expf(kdsl.vm.expf.v16)``). For the functions of ``OWN`` those
-are defined here, in generic LLVM vector IR (math_exp_log.py, math_trig.py,
-math_hyperbolic.py): range reduction, minimax polynomials with FMA, selects for the
-special cases, as XLA does on the CPU. After the optimisation pipeline has vectorised
-(``inline_variants``) they are inlined into the loops and deleted, so the loop body is one
-block of vector code that the instruction scheduler interleaves, with no calls, no
-register spills around calls and no table lookups. Where the C library's libmvec has a
-variant too, ``PREFERRED`` names the functions whose own version measured faster (see
-benchmarks/vector_math.py); the others keep libmvec.
+``vector-function-abi-variant`` attribute names vector functions of the host's widths
+(``_ZGV_LLVM_N16v_kdsl.vm.expf(kdsl.vm.expf.v16)``: 16 floats in 512 bits). For the
+functions of ``OWN`` they are only declared while LLVM optimises; once it has vectorised
+(``inline_variants``), the variants the loops call are defined from generic LLVM vector
+IR (math_exp_log.py, math_trig.py, math_hyperbolic.py: range reduction, minimax
+polynomials with FMA, selects for the special cases, as XLA does on the CPU), inlined
+and deleted. The loop body is then straight vector code that the instruction scheduler
+interleaves, with no calls, no register spills around calls and no table lookups. Where
+the C library's libmvec has a variant too, ``PREFERRED`` names the functions whose own
+version measured faster (benchmarks/vector_math.py: all of ``OWN``; float64 ``log1p``
+measured slower and is left out); the others keep libmvec.
 
 ``KDSL_VECTOR_MATH=libmvec`` or ``=own`` overrides the choice (benchmarks compare both).
 """
