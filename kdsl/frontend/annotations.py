@@ -5,6 +5,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+import numpy as np
+
 from kdsl import types as T
 from kdsl.errors import CompileError
 from kdsl.frontend.source import FunctionSource, read_function
@@ -19,9 +21,11 @@ def annotation_of(source: FunctionSource, param: ast.arg) -> Any:
         annotation = _evaluate_annotation(source, param, annotation)
     if isinstance(annotation, T.ArrayType):
         return annotation
+    if annotation is np.ndarray or getattr(annotation, "__origin__", None) is np.ndarray:
+        return None  # np.ndarray, numpy.typing.NDArray[...]: specialised on the argument
     try:
         return T.as_element_type(annotation)
-    except TypeError:
+    except (TypeError, ValueError):
         raise CompileError(
             f"parameter '{param.arg}' is annotated with {annotation!r}, which is not a kdsl type",
             source.location(param),

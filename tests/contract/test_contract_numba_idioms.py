@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from kdsl_cpu_util import check
 
@@ -251,3 +252,24 @@ def test_kernels_with_default_values_under_a_tape():
         loss = squared_norm(x)
     tape.backward(loss)
     assert np.allclose(x.grad.numpy(), 2 * 0.25 * np.array([1.0, 2.0]))
+
+
+@kd.kernel
+def typed_as_numpy(a: np.ndarray, n: int, s: float) -> float:
+    t = 0.0
+    for i in range(n):
+        t += a[i] * s
+    return t
+
+
+def test_numpy_type_hints_on_parameters():
+    assert typed_as_numpy(np.arange(3.0), 3, 2.0) == 6.0
+
+    @kd.kernel
+    def hinted(a: npt.NDArray[np.float64], flag: bool) -> None:
+        if flag:
+            a[0] = 7.0
+
+    a = np.arange(3.0)
+    hinted(a, True)
+    assert a.tolist() == [7.0, 1.0, 2.0]
