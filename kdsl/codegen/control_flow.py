@@ -48,8 +48,11 @@ def loop_hints(module: ir.Module, hints: tuple[str, ...]) -> ir.MDValue:
             if flag is not None:
                 operands.append(ir.Constant(ir.IntType(1), int(flag)))
             options.append(module.add_metadata(operands))
-    node = module.add_metadata(options)
-    node.operands = (node, *node.operands)  # LLVM's loop id refers to itself
+    # a node of its own per loop (add_metadata returns an equal node made before: the
+    # placeholder first operand differs), made to refer to itself as LLVM's loop ids do
+    placeholder = ir.MetaDataString(module, f"kdsl.loop.{len(module.metadata)}")
+    node = module.add_metadata([placeholder, *options])
+    node.operands = (node, *options)
     return node
 
 

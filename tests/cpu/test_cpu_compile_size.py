@@ -104,6 +104,11 @@ def test_loop_hints_spare_llvm_copies_that_gain_nothing(rng):
     text = sum_of_rows.llvm_ir(a, out)
     assert '!"llvm.loop.unroll.runtime.disable"' in text
     assert '!"llvm.loop.vectorize.enable", i1 0' in text
+    loop_ids = [line for line in text.splitlines()
+                if line.startswith("!") and line.split(" = ")[0] + "," in line]
+    # a distinct id per loop, which refers to itself once
+    assert len(loop_ids) >= 3
+    assert all(line.count(line.split(" = ")[0] + ",") == 1 for line in loop_ids)
     total = sum_of_rows(a, out)
     np.testing.assert_allclose(out, 0.5 * a + 1.0, rtol=1e-6)
     np.testing.assert_allclose(total, np.sum(a.astype(np.float64) ** 2), rtol=1e-5)
