@@ -35,7 +35,7 @@ from kdsl.codegen.llvm_types import (
     unflatten,
     void,
 )
-from kdsl.codegen.parallel import ParallelLoops
+from kdsl.codegen.parallel import CopyScopes, ParallelLoops
 from kdsl.codegen.runtime_hooks import RuntimeHooks
 from kdsl.codegen.scalar_ops import ScalarEmitter
 from kdsl.codegen.views import ArrayViews
@@ -80,7 +80,7 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         self.private_copies: dict[Value, tuple[ir.Value, ArrayView]] = {}
         self.single_thread: ir.Value | None = None  # in a parallel region: team size is 1
         # in a parallel region updating private copies only: their alias scope (parallel.py)
-        self.copy_scope: ir.MDValue | None = None
+        self.copy_scope: CopyScopes | None = None
         self.allocates = False
         self.region_count = 0
         self.status: ir.Value = None  # type: ignore[assignment]
@@ -377,7 +377,7 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         loads = [self.b.load(p) for p in pointers]
         if self.copy_scope is not None:  # arrays are never a thread's private copy
             for load in loads:
-                load.set_metadata("noalias", self.copy_scope)
+                self.copy_scope.note_load(load)
         parts = [self._from_memory(scalar_t, v) for v in loads]
         return [parts[0] if len(parts) == 1 and isinstance(op.result.type, T.ScalarType) else parts]
 

@@ -24,12 +24,13 @@ contiguous). Contended atomic adds on a small grid (a particle-to-grid scatter, 
 histogram) otherwise serialise the threads.
 
 In a loop marked ``many_updates`` (a gradient's reverse sweep) every thread, even one
-running alone, updates a copy of its own unless the array is too large: the region then
-has one path, plain updates of memory it knows no other access touches (alias-scope
-metadata, so that loops vectorise without run-time overlap checks). Arrays too large to
-copy are updated atomically by a second region, optimised for size. (Choosing between
-the two at each update would make LLVM optimise and vectorise both versions of every
-loop.)
+running alone, updates a copy of its own unless a team would need copies of an array too
+large: the region then has one path, plain updates of memory it knows no other access
+touches (alias-scope metadata, so that loops vectorise without run-time overlap checks).
+Arrays too large to copy for a team are updated atomically by a second region, which is
+not optimised: contended atomic updates bound its speed whatever the optimisation, and
+choosing between the two paths at each update would make LLVM optimise and vectorise both
+versions of every loop.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ class ParallelLoops:
     in_parallel: bool
     region_count: int
     single_thread: ir.Value | None
-    copy_scope: ir.MDValue | None
+    copy_scope: CopyScopes | None
 
     if TYPE_CHECKING:
         def __getattr__(self, name: str) -> Any: ...
@@ -330,7 +331,7 @@ class ParallelLoops:
         """(buffer, element count) per scatter target; the buffer is null when not worth it.
         ``many_updates``: each iteration updates many elements (a serial loop of updates,
         as a gradient's reverse sweep makes), so a copy is worth it whatever the count of
-        iterations or threads."""
+        iterations, and a thread alone copies an array of any size."""
         iterations: ir.Value = ir.Constant(i64, 1)
         for e in extents:
             iterations = self.b.mul(iterations, e)
@@ -342,7 +343,9 @@ class ParallelLoops:
             for size in view.shape:
                 total = self.b.mul(total, size)
             worth = self.b.icmp_signed("<=", total, ir.Constant(i64, PRIVATE_COPY_LIMIT))
-            if not many_updates:
+            if many_updates:
+                worth = self.b.or_(worth, self.b.icmp_signed("<=", threads, ir.Constant(i64, 1)))
+            else:
                 worth = self.b.and_(worth, self.b.and_(
                     self.b.icmp_signed(">", threads, ir.Constant(i64, 1)),
                     self.b.icmp_signed("<=", self.b.mul(total, ir.Constant(i64, PRIVATE_COPY_RATIO)),
@@ -538,7 +541,8 @@ class ParallelLoops:
         ``updates`` says how the scatter targets are updated: ``"choose"``, the thread's
         copy where one was made and atomically otherwise, chosen at each update;
         ``"copies"``, the thread's copy (every target has one); ``"atomic"``, atomically,
-        in a function optimised for size (the rare case of arrays too large to copy)."""
+        in a function LLVM does not optimise (the rare case of arrays too large to copy
+        for a team, where contended atomic updates bound the speed)."""
         self.region_count += 1
         name = f"{self.kernel.name}.parallel.{self.region_count}"
         fn = ir.Function(self.module, REGION_T, name)
@@ -547,8 +551,7 @@ class ParallelLoops:
         # of the loop, vectorised again, for nothing but compile time)
         fn.attributes.add("noinline")
         if updates == "atomic":
-            fn.attributes.add("optsize")
-            fn.attributes.add("minsize")
+            fn.attributes.add("optnone")
         saved = (self.scalar.builder, self.status, dict(self.values), self.in_parallel,
                  dict(self.private_copies), self.single_thread, self.copy_scope)
         self._start_function(fn)
@@ -586,7 +589,7 @@ class ParallelLoops:
             # a team of one updates the array itself as its copy: one plain path, not two
             self.private_copies[array] = (self.b.or_(use_copy, single),
                                           self._own_when_alone(self.values[array], private))
-        self.copy_scope = _copy_scope(self.module) if updates == "copies" else None
+        self.copy_scope = CopyScopes() if updates == "copies" else None
         partials = loaded[position:]
         accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
         finals = self._nested_loops(extents, lower, upper, accs, types, body)
@@ -597,6 +600,8 @@ class ParallelLoops:
                                         ir.Constant(i64, c))
                 self.b.store(part, self.b.gep(buffer, [slot_index]))
         self.b.ret_void()
+        if self.copy_scope is not None:
+            self.copy_scope.attach(self.module)
         self._finish_function(fn)
         (self.scalar.builder, self.status, self.values, self.in_parallel,
          self.private_copies, self.single_thread, self.copy_scope) = saved
@@ -619,12 +624,12 @@ class ParallelLoops:
             value = self.values[op.operands[-1]]
             scalar_t = T.element_scalar(op.operands[-1].type)
             combine = self.scalar.op_add if op.attrs["kind"] == "add" else self.scalar.op_sub
+            first = self.values[op.operands[1]] if len(op.operands) > 2 else None
             for p, v in zip(pointers, flatten(value)):
                 old = self.b.load(p)
                 store = self.b.store(combine(scalar_t, old, v), p)
                 if self.copy_scope is not None:  # memory no other access in the region touches
-                    old.set_metadata("alias.scope", self.copy_scope)
-                    store.set_metadata("alias.scope", self.copy_scope)
+                    self.copy_scope.note_update(array, first, [old, store])
             self.values[array] = saved
 
         if isinstance(use_copy, ir.Constant):  # the region always has the copy
@@ -640,9 +645,46 @@ class ParallelLoops:
         return [zero]
 
 
-def _copy_scope(module: ir.Module) -> ir.MDValue:
-    """The alias scope of the threads' private copies (a list of one scope): accesses of a
-    copy carry it as ``!alias.scope``, array loads in the region as ``!noalias``."""
-    domain = module.add_metadata([ir.MetaDataString(module, "kdsl.private_copies")])
-    scope = module.add_metadata([ir.MetaDataString(module, "kdsl.private_copy"), domain])
-    return module.add_metadata([scope])
+
+class CopyScopes:
+    """Alias scopes of the private copies a region updates, so that LLVM vectorises its
+    loops without run-time overlap checks: a scope per copy and, for an update at a
+    constant first index, per copy and index (a copy is a fresh row-major array: updates
+    at different first indices within bounds touch different elements). The region's
+    array loads never read a copy. Metadata is attached once the region is emitted, when
+    every scope is known."""
+
+    def __init__(self) -> None:
+        self.updates: list[tuple[tuple[Value, int | None], list[ir.Instruction]]] = []
+        self.loads: list[ir.Instruction] = []
+
+    def note_update(self, array: Value, first: Repr | None, accesses: list[ir.Instruction]) -> None:
+        index = first.constant if isinstance(first, ir.Constant) else None
+        if not isinstance(index, int) or index < 0:  # a negative index counts from the end
+            index = None
+        self.updates.append(((array, index), accesses))
+
+    def note_load(self, load: ir.Instruction) -> None:
+        self.loads.append(load)
+
+    def attach(self, module: ir.Module) -> None:
+        keys = list(dict.fromkeys(key for key, _ in self.updates))
+        domain = module.add_metadata([ir.MetaDataString(module, "kdsl.private_copies")])
+        scopes = {key: module.add_metadata([ir.MetaDataString(module, f"kdsl.private_copy.{k}"),
+                                            domain])
+                  for k, key in enumerate(keys)}
+
+        def disjoint(a: tuple[Value, int | None], b: tuple[Value, int | None]) -> bool:
+            return a[0] is not b[0] or (a[1] is not None and b[1] is not None and a[1] != b[1])
+
+        for key, accesses in self.updates:
+            own = module.add_metadata([scopes[key]])
+            others = [scopes[k] for k in keys if disjoint(key, k)]
+            for access in accesses:
+                access.set_metadata("alias.scope", own)
+                if others:
+                    access.set_metadata("noalias", module.add_metadata(others))
+        if keys:
+            every = module.add_metadata(list(scopes.values()))
+            for load in self.loads:
+                load.set_metadata("noalias", every)
