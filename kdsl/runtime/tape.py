@@ -394,6 +394,8 @@ class Tape:
             self._busy = True
             try:
                 plan.overwritten = overwritten_arguments(kernel, args, plan.written)
+            except Exception:  # noqa: BLE001  (not known: the arrays are copied)
+                plan.overwritten = frozenset()
             finally:
                 self._busy = False
         return k in plan.overwritten and not any(
