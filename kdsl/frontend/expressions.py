@@ -428,7 +428,9 @@ class ExpressionLowering(VectorLowering, TensorLowering):
             k = self._static_int(items[0])
             if k is None:  # a negative index counts from the end
                 index = self.builder.cast(self.value_of(items[0], node), T.i64)
-                return self.op("wrap_index", index, self.constant(t.size, T.i64))
+                return self._checked_component(
+                    index, self.op("wrap_index", index, self.constant(t.size, T.i64)), t.size, 0,
+                    node)
             if not -t.size <= k < t.size:
                 self.error(f"index {k} is out of range for {t}", node)
             return k % t.size
@@ -436,28 +438,42 @@ class ExpressionLowering(VectorLowering, TensorLowering):
             self.error(f"{t} takes two indices [row, column]", node)
         i, j = (self._static_int(x) for x in items)
         if i is None or j is None:  # m[i, j] at run time: the flat index of the component
-            row = self._matrix_axis_index(items[0], i, t.rows, node)
-            column = self._matrix_axis_index(items[1], j, t.cols, node)
+            row = self._matrix_axis_index(items[0], i, t.rows, node, 0)
+            column = self._matrix_axis_index(items[1], j, t.cols, node, 1)
             return self.op("add", self.op("mul", row, self.constant(t.cols, T.i64)), column)
         if not (-t.rows <= i < t.rows and -t.cols <= j < t.cols):
             self.error(f"index [{i}, {j}] is out of range for {t}", node)
         return (i % t.rows) * t.cols + j % t.cols
 
     def _matrix_axis_index(self, item: Any, known: int | None, size: int,
-                           node: ast.AST) -> Value:
+                           node: ast.AST, axis: int) -> Value:
         """One index of a matrix component as an i64 value (negative counts from the end)."""
         if known is not None:
             if not -size <= known < size:
                 self.error(f"index {known} is out of range for an axis of size {size}", node)
             return self.constant(known % size, T.i64)
         index = self.builder.cast(self.value_of(item, node), T.i64)
-        return self.op("wrap_index", index, self.constant(size, T.i64))
+        return self._checked_component(
+            index, self.op("wrap_index", index, self.constant(size, T.i64)), size, axis, node)
+
+    def _checked_component(self, written: Value, index: Value, size: int, axis: int,
+                           node: ast.AST) -> Value:
+        """``index`` of a vector's or matrix's component; in debug mode an index out of
+        range, even counting from the end, is an ``IndexError`` naming ``written``."""
+        if self.context.debug:
+            zero, bound = self.constant(0, T.i64), self.constant(size, T.i64)
+            ok = self.op("bit_and", self.op("ge", index, zero), self.op("lt", index, bound))
+            base = node.value if isinstance(node, ast.Subscript) else None
+            name = base.id if isinstance(base, ast.Name) else ""
+            self.builder.create("raise_index_error", [written, bound, ok],
+                                {"axis": axis, "array": name})
+        return index
 
     def component(self, v: Value, index_node: ast.expr, node: ast.AST) -> Value:
         t = v.type
         if isinstance(t, T.MatrixType) and not isinstance(index_node, ast.Tuple):  # a row
             item = self.expr(index_node)
-            row = self._matrix_axis_index(item, self._static_int(item), t.rows, node)
+            row = self._matrix_axis_index(item, self._static_int(item), t.rows, node, 0)
             known = self._defining_constant(row)
             parts = []
             for c in range(t.cols):

@@ -5,6 +5,7 @@ and differentiated."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from kdsl_cpu_util import check
 
 import kdsl as kd
@@ -55,3 +56,34 @@ def test_gradients_flow_through_run_time_matrix_indices(rng):
     kd.check_grad(weighted_trace, m, 1)
     grad = kd.grad(weighted_trace)(m, 0)
     assert np.allclose(grad, 2 * np.eye(3) * m)
+
+
+@kd.kernel(debug=True)
+def component_at(a: kd.Array[kd.vec3], m: kd.Array[kd.mat22], k: kd.i64):
+    v = a[0]
+    mm = m[0]
+    return v[k] + mm[k, 0]
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_debug_mode_reports_a_component_index_out_of_range(device, request):
+    if device == "cuda":
+        request.getfixturevalue("emulated_cuda")
+    a = kd.array(np.arange(6, dtype=np.float32).reshape(2, 3), device=device)
+    m = kd.array(np.arange(4, dtype=np.float32).reshape(1, 2, 2), device=device)
+    assert component_at(a, m, -1) == 2.0 + 2.0  # counts from the end
+    with pytest.raises(IndexError, match="index 2 is out of bounds for axis 0 of 'mm' with size 2"):
+        component_at(a, m, 2)
+    with pytest.raises(IndexError, match="index -4 is out of bounds for axis 0 of 'v' with size 3"):
+        component_at(a, m, -4)
+
+
+@pytest.fixture
+def emulated_cuda():
+    from kdsl.runtime.cuda import driver
+    from kdsl.runtime.cuda.emulator import EmulatedDriver
+
+    previous = driver.current_driver()
+    driver.set_driver(EmulatedDriver())
+    yield
+    driver.set_driver(previous)
