@@ -452,8 +452,9 @@ class LoopLowering(StaticLoopLowering):
         kinds: dict[str, str] = {}
         for stmt in (s for b in node.body for s in ast.walk(b)):
             name, kind = _reduction_form(stmt)
-            if name is not None and self._is_array(name) and isinstance(stmt, ast.AugAssign):
-                if kind not in ("add", "sub"):  # += and -= accumulate atomically
+            if name is not None and self._is_array(name):
+                if kind not in ("add", "sub") or not isinstance(stmt, ast.AugAssign):
+                    # += and -= accumulate atomically
                     self.error(f"'{name}' is an array shared by the iterations of this parallel "
                                f"loop: only {name} += e and {name} -= e may update it in place",
                                stmt)

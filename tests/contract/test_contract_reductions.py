@@ -58,3 +58,16 @@ def test_other_updates_of_an_outer_local_are_still_errors(update):
         """)
     with pytest.raises(kd.CompileError, match="only reductions"):
         kernel(np.ones(4))
+
+
+def test_rebinding_a_shared_array_in_a_parallel_loop_is_a_located_error():
+    @kd.kernel
+    def k(x: kd.Array[kd.f64]):
+        y = np.zeros(4)
+        for i in kd.prange(x.shape[0]):
+            y = y + x[i]
+        return y
+
+    with pytest.raises(kd.CompileError, match="only y \\+= e and y -= e") as info:
+        k(np.ones(10))
+    assert "y = y + x[i]" in str(info.value)
