@@ -258,6 +258,12 @@ def test_arrays_made_in_the_kernel(rng):
     view[...] = src
     check(_centred_copy, view, 3, rtol=1e-5, atol=1e-5)
     check(_pick_rows, view, np.zeros((13, 3), np.float32), 1)
+    want_tmp, want_total = _centred_copy.python(src, 4)
+    for _ in range(3):  # the later calls take the compiled call path
+        tmp, total = _centred_copy(src, 4)
+        np.testing.assert_allclose(tmp, want_tmp, rtol=1e-6)
+        assert tmp.shape == (13, 3) and tmp.flags.c_contiguous
+        np.testing.assert_allclose(total, want_total, rtol=1e-5)
 
 
 @kd.kernel
