@@ -135,11 +135,9 @@ def _python_sum(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     if not 1 <= len(args) <= 2:
         lo.error(f"sum() takes one or two arguments, got {len(args)}", node)
     items = args[0]
-    if isinstance(items, TupleValue):
-        values = _values(lo, node, list(items.items))
-        total = values[0] if values and len(args) == 1 else lo.value_of(
-            args[1] if len(args) == 2 else Static(0), node)
-        for v in values[1:] if values and len(args) == 1 else values:
+    if isinstance(items, TupleValue):  # 0 + items[0] + items[1] ..., as Python adds them
+        total = lo.value_of(args[1] if len(args) == 2 else Static(0), node)
+        for v in _values(lo, node, list(items.items)):
             total = lo.binary("add", total, v, node)
         return total
     v = lo.value_of(items, node)
