@@ -130,7 +130,9 @@ class Gradient:
         return params, adjoints
 
     def __call__(self, *args: Any) -> Any:
-        args = self.primal.with_defaults(args)
+        from kdsl.runtime.arrays import shared_foreign_array
+
+        args = tuple(map(shared_foreign_array, self.primal.with_defaults(args)))
         params, adjoints = self._arguments(args)
         value, *scalars, saved_bytes = self.kernel(*args, *adjoints)
         self.saved_bytes = int(saved_bytes)

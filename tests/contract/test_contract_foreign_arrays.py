@@ -69,3 +69,14 @@ def emulated_cuda():
     driver.set_driver(EmulatedDriver())
     yield
     driver.set_driver(previous)
+
+
+@kd.kernel
+def squared_norm(x: kd.Array[kd.f32]):
+    return kd.sum(x * x)
+
+
+def test_gradients_with_respect_to_a_foreign_array():
+    grad = kd.grad(squared_norm)(HostTensor(np.arange(3, dtype=np.float32)))
+    assert np.array_equal(np.asarray(grad.numpy() if hasattr(grad, "numpy") else grad),
+                          [0.0, 2.0, 4.0])
