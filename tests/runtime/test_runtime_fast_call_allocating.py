@@ -200,3 +200,17 @@ def test_temporaries_of_a_kernel_returning_nothing(n):
         with_temporary(x, out)
         assert TEMPORARIES.bytes == x.nbytes  # the temporary went back
         TEMPORARIES.clear()
+
+
+class _Subclass(np.ndarray):
+    pass
+
+
+def test_the_python_path_still_allocates_once_the_compiled_path_exists():
+    x = data(6, 7)
+    on_compiled_path(scaled_copy, x, 2.0)
+    wrapped = x.view(_Subclass)  # not exactly an ndarray: the Python path, same machine code
+    for _ in range(3):
+        got = scaled_copy(wrapped, 2.0)
+        np.testing.assert_allclose(got, scaled_copy.python(x, 2.0), rtol=1e-12)
+        assert sys.getrefcount(got) == 2
