@@ -96,7 +96,9 @@ class TemporaryPool:
         self.free: dict[int, list[np.ndarray]] = {}  # bytes -> flat uint8 buffers
         self.order: list[np.ndarray] = []  # oldest first
         self.bytes = 0
-        self.lock = threading.Lock()
+        # reentrant: an owner collected by the garbage collector while the lock is held
+        # (an allocation inside can start a collection) gives its buffer back here
+        self.lock = threading.RLock()
 
     def take(self, nbytes: int) -> np.ndarray | None:
         if nbytes < self.smallest:
