@@ -3,8 +3,8 @@ batch of small products inside a ``prange``, products up to a few hundred square
 in place from the cache, ``b`` needs no packed copy, and this is faster than packing
 there (measured: 1.1-1.25x at 128 to 384 square, f32 and f64, one thread).
 
-A block of ``SMALL_ROWS`` rows of ``c`` by up to ``vectors`` vector registers of columns
-is kept in registers and updated with one outer product per step along ``k``: each row
+A block of rows of ``c`` by up to ``vectors`` vector registers of columns is kept in
+registers and updated with one outer product per step along ``k``: each row
 of ``a`` contributes one broadcast element, each row of ``b`` is read straight from the
 operand (unit column stride) with masked vector loads, so no size needs to be a multiple
 of the vector width and nothing past an operand is read. Rows past the end of ``a``
@@ -18,7 +18,7 @@ from llvmlite import ir
 from kdsl.codegen.gemm_loops import const, loop, smin
 from kdsl.codegen.llvm_types import f32, i1, i32, i64, void
 
-SMALL_ROWS = 4  # rows of c per register block
+FMA_CHAINS = 8  # independent accumulators that keep two FMA units of latency 4 busy
 SMALL_B_BYTES = 256 * 1024  # the largest b (k x n) multiplied without packing
 
 
@@ -26,6 +26,12 @@ def small_column_vectors(avx512: bool) -> tuple[int, ...]:
     """The widths (in vector registers) of the column blocks: 32 registers hold 4 x 4
     accumulators with AVX-512, 16 hold 4 x 2 otherwise."""
     return (1, 2, 4) if avx512 else (1, 2)
+
+
+def rows_per_block(vectors: int) -> int:
+    """Rows of ``c`` in a register block ``vectors`` registers wide: enough independent
+    accumulators for the FMA units (narrow blocks take more rows), at least 4."""
+    return max(4, FMA_CHAINS // vectors)
 
 
 class SmallProduct:
@@ -79,11 +85,12 @@ class SmallProduct:
     def _product(self, b: ir.IRBuilder, vectors: int) -> None:
         m, n, a, rsa, c, rsc = (self.fn.args[i] for i in (0, 1, 3, 4, 8, 9))
         width = vectors * self.lanes
+        height = rows_per_block(vectors)
         lane_index = ir.Constant(ir.VectorType(i64, self.lanes), list(range(self.lanes)))
         last_row = b.sub(m, const(1))
 
         def row_block(i0: ir.Value) -> None:
-            rows = [smin(b, b.add(i0, const(r)), last_row) for r in range(SMALL_ROWS)]
+            rows = [smin(b, b.add(i0, const(r)), last_row) for r in range(height)]
             a_rows = [b.gep(a, [b.mul(row, rsa)]) for row in rows]
 
             def column_block(j0: ir.Value) -> None:
@@ -93,7 +100,7 @@ class SmallProduct:
                     columns = b.add(self._splat(b, first, i64), lane_index)
                     masks.append(b.icmp_signed("<", columns, self._splat(b, n, i64)))
                 accs = self._accumulate(b, vectors, a_rows, masks, j0)
-                for r in range(SMALL_ROWS):
+                for r in range(height):
                     inside = b.icmp_signed("<", b.add(i0, const(r)), m)
                     with b.if_then(inside, likely=True):
                         row = b.gep(c, [b.add(b.mul(b.add(i0, const(r)), rsc), j0)])
@@ -105,7 +112,7 @@ class SmallProduct:
 
             loop(b, const(0), n, width, column_block, "small.j")
 
-        loop(b, const(0), m, SMALL_ROWS, row_block, "small.i")
+        loop(b, const(0), m, height, row_block, "small.i")
 
     def _accumulate(self, b: ir.IRBuilder, vectors: int, a_rows: list[ir.Value],
                     masks: list[ir.Value], j0: ir.Value) -> list[list[ir.Value]]:
@@ -120,7 +127,7 @@ class SmallProduct:
         b.position_at_end(body)
         step = b.phi(i64)
         step.add_incoming(const(0), entry)
-        accs = [[b.phi(self.vec) for _ in range(vectors)] for _ in range(SMALL_ROWS)]
+        accs = [[b.phi(self.vec) for _ in range(vectors)] for _ in range(len(a_rows))]
         b_row = b.gep(bm, [b.add(b.mul(step, rsb), j0)])
         loads = []
         for v in range(vectors):
@@ -128,20 +135,20 @@ class SmallProduct:
             loads.append(b.call(self.load, [pointer, ir.Constant(i32, self.itemsize), masks[v],
                                             zero]))
         new = []
-        for r in range(SMALL_ROWS):
+        for r in range(len(a_rows)):
             x = b.load(b.gep(a_rows[r], [b.mul(step, csa)]))
             splat = self._splat(b, x, self.t)
             new.append([b.call(self.fma, [splat, loads[v], accs[r][v]]) for v in range(vectors)])
         following = b.add(step, const(1), flags=["nsw"])
         step.add_incoming(following, body)
-        for r in range(SMALL_ROWS):
+        for r in range(len(a_rows)):
             for v in range(vectors):
                 accs[r][v].add_incoming(zero, entry)
                 accs[r][v].add_incoming(new[r][v], body)
         b.cbranch(b.icmp_signed("<", following, k), body, end)
         b.position_at_end(end)
         finals = []
-        for r in range(SMALL_ROWS):
+        for r in range(len(a_rows)):
             row = []
             for v in range(vectors):
                 phi = b.phi(self.vec)

@@ -70,10 +70,10 @@ def test_shapes_against_numpy(rng, dtype):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_small_products_at_every_edge_of_the_register_block(rng, dtype):
-    """Products whose b fits in L2 run unpacked: rows past a block of four, columns past
+    """Products whose b fits in L2 run unpacked: rows past a block of four or eight, columns past
     one, two or four vector registers (masked), and a b without unit column stride
     (packed instead)."""
-    for m in (1, 4, 5, 7):
+    for m in (1, 4, 5, 7, 9, 17):
         for n in (3, 8, 15, 16, 17, 31, 33, 63, 65, 100):
             for k in (1, 9, 40):
                 a, b = _data(rng, (m, k), dtype), _data(rng, (k, n), dtype)
