@@ -24,13 +24,13 @@ contiguous). Contended atomic adds on a small grid (a particle-to-grid scatter, 
 histogram) otherwise serialise the threads.
 
 In a loop marked ``many_updates`` (a gradient's reverse sweep) every thread, even one
-running alone, updates a copy of its own unless a team would need copies of an array too
-large: the region then has one path, plain updates of memory it knows no other access
-touches (alias-scope metadata, so that loops vectorise without run-time overlap checks).
-Arrays too large to copy for a team are updated atomically by a second region, which is
-not optimised: contended atomic updates bound its speed whatever the optimisation, and
-choosing between the two paths at each update would make LLVM optimise and vectorise both
-versions of every loop.
+running alone, updates a copy of its own: the region has one path, plain updates of
+memory it knows no other access touches (alias-scope metadata, so that loops vectorise
+without run-time overlap checks). Where a team would need copies of an array too large,
+the loop runs on the calling thread instead: every thread updating every element
+atomically is far slower than one thread's plain updates (85 times slower than the
+copies, on two threads, for the n-body energy's gradient), and choosing between the two
+paths at each update would make LLVM optimise and vectorise both versions of every loop.
 """
 
 from __future__ import annotations
@@ -330,8 +330,8 @@ class ParallelLoops:
                         many_updates: bool = False) -> list[tuple[ir.Value, ir.Value]]:
         """(buffer, element count) per scatter target; the buffer is null when not worth it.
         ``many_updates``: each iteration updates many elements (a serial loop of updates,
-        as a gradient's reverse sweep makes), so a copy is worth it whatever the count of
-        iterations, and a thread alone copies an array of any size."""
+        as a gradient's reverse sweep makes): every thread gets a copy (the team is of one
+        thread where an array is too large to copy for each, see _small_enough)."""
         iterations: ir.Value = ir.Constant(i64, 1)
         for e in extents:
             iterations = self.b.mul(iterations, e)
@@ -342,14 +342,14 @@ class ParallelLoops:
             total: ir.Value = ir.Constant(i64, 1)
             for size in view.shape:
                 total = self.b.mul(total, size)
-            worth = self.b.icmp_signed("<=", total, ir.Constant(i64, PRIVATE_COPY_LIMIT))
-            if many_updates:
-                worth = self.b.or_(worth, self.b.icmp_signed("<=", threads, ir.Constant(i64, 1)))
-            else:
-                worth = self.b.and_(worth, self.b.and_(
+            worth: ir.Value = ir.Constant(ir.IntType(1), 1)
+            if not many_updates:
+                worth = self.b.and_(
                     self.b.icmp_signed(">", threads, ir.Constant(i64, 1)),
-                    self.b.icmp_signed("<=", self.b.mul(total, ir.Constant(i64, PRIVATE_COPY_RATIO)),
-                                       iterations)))
+                    self.b.and_(
+                        self.b.icmp_signed("<=", self.b.mul(total, ir.Constant(i64, PRIVATE_COPY_RATIO)),
+                                           iterations),
+                        self.b.icmp_signed("<=", total, ir.Constant(i64, PRIVATE_COPY_LIMIT))))
             before = self.b.block
             with self.b.if_then(worth):
                 shape = self._entry_alloca(i64, 2)
@@ -367,6 +367,17 @@ class ParallelLoops:
             buffer.add_incoming(allocated, inside)
             copies.append((buffer, total))
         return copies
+
+    def _small_enough(self, targets: list[Value]) -> ir.Value:
+        """Whether every array in ``targets`` is small enough to copy for each thread."""
+        fits: ir.Value = ir.Constant(ir.IntType(1), 1)
+        for array in targets:
+            total: ir.Value = ir.Constant(i64, 1)
+            for size in self.values[array].shape:
+                total = self.b.mul(total, size)
+            fits = self.b.and_(fits, self.b.icmp_signed("<=", total,
+                                                        ir.Constant(i64, PRIVATE_COPY_LIMIT)))
+        return fits
 
     def _add_private_copies(self, targets: list[Value],
                             copies: list[tuple[ir.Value, ir.Value]], nthreads: ir.Value) -> None:
@@ -463,6 +474,8 @@ class ParallelLoops:
         nthreads = self._team_size(iterations, cost)
         targets = scatter_targets(body, free)
         many_updates = bool(op.attrs.get("many_updates")) and bool(targets)
+        if many_updates:  # arrays too large to copy for a team: this thread alone
+            nthreads = self.b.select(self._small_enough(targets), nthreads, ir.Constant(i32, 1))
         copies = self._private_copies(targets, extents, nthreads, many_updates)
         # the context: a header run_team fills in, then the status, extents, captured
         # values, private copies and reduction partials
@@ -484,14 +497,7 @@ class ParallelLoops:
         for k, f in enumerate(passed):
             self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k + 1)]))
         region_args = (body, struct_t, fields, ndim, free, targets, types, kinds)
-        region: ir.Value = self._emit_region(*region_args, "copies" if many_updates else "choose")
-        if many_updates:  # arrays too large to copy: atomic updates, in a region of their own
-            copied = [self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
-                      for buffer, _ in copies]
-            all_copied = copied[0]
-            for c in copied[1:]:
-                all_copied = self.b.and_(all_copied, c)
-            region = self.b.select(all_copied, region, self._emit_region(*region_args, "atomic"))
+        region = self._emit_region(*region_args, many_updates)
         ctx_ptr = self.b.bitcast(ctx, i8_ptr)
         fn = self.b.function
         serial_bb = fn.append_basic_block("parallel.serial")
@@ -533,16 +539,15 @@ class ParallelLoops:
 
     def _emit_region(self, body: Block, struct_t: ir.LiteralStructType,
                      fields: list[ir.Value], ndim: int, free: list[Value], targets: list[Value],
-                     types: list[Any], kinds: tuple[str, ...], updates: str) -> ir.Function:
+                     types: list[Any], kinds: tuple[str, ...],
+                     copies_only: bool) -> ir.Function:
         """The loop body as ``region(ctx, lower, upper, chunk, tid, single)``: axis 0 from
         ``lower`` to ``upper``, its reduction partials stored as chunk ``chunk``'s; ``tid``
         is the thread's number and ``single`` whether it runs alone.
 
-        ``updates`` says how the scatter targets are updated: ``"choose"``, the thread's
-        copy where one was made and atomically otherwise, chosen at each update;
-        ``"copies"``, the thread's copy (every target has one); ``"atomic"``, atomically,
-        in a function LLVM does not optimise (the rare case of arrays too large to copy
-        for a team, where contended atomic updates bound the speed)."""
+        The scatter targets are updated in the thread's copy where one was made and
+        atomically otherwise, chosen at each update; with ``copies_only`` (every target
+        has a copy for every thread), in the copy alone."""
         self.region_count += 1
         name = f"{self.kernel.name}.parallel.{self.region_count}"
         fn = ir.Function(self.module, REGION_T, name)
@@ -550,8 +555,6 @@ class ParallelLoops:
         # called directly on the calling thread too: never inlined there (a second copy
         # of the loop, vectorised again, for nothing but compile time)
         fn.attributes.add("noinline")
-        if updates == "atomic":
-            fn.attributes.add("optnone")
         saved = (self.scalar.builder, self.status, dict(self.values), self.in_parallel,
                  dict(self.private_copies), self.single_thread, self.copy_scope)
         self._start_function(fn)
@@ -578,18 +581,16 @@ class ParallelLoops:
         for array in targets:
             buffer, total = loaded[position], loaded[position + 1]
             position += 2
-            if updates == "atomic":
-                continue
             private = self._private_view(self.values[array], buffer, tid, total,
                                          T.element_scalar(array.type.dtype))
-            if updates == "copies":
+            if copies_only:
                 self.private_copies[array] = (ir.Constant(ir.IntType(1), 1), private)
                 continue
             use_copy = self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
             # a team of one updates the array itself as its copy: one plain path, not two
             self.private_copies[array] = (self.b.or_(use_copy, single),
                                           self._own_when_alone(self.values[array], private))
-        self.copy_scope = CopyScopes() if updates == "copies" else None
+        self.copy_scope = CopyScopes() if copies_only else None
         partials = loaded[position:]
         accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]
         finals = self._nested_loops(extents, lower, upper, accs, types, body)
