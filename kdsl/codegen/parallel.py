@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from llvmlite import ir
 
 from kdsl import types as T
+from kdsl.codegen.abi import ErrorCode
 from kdsl.codegen.llvm_types import (
     ArrayView,
     Repr,
@@ -477,6 +478,10 @@ class ParallelLoops:
         if many_updates:  # arrays too large to copy for a team: this thread alone
             nthreads = self.b.select(self._small_enough(targets), nthreads, ir.Constant(i32, 1))
         copies = self._private_copies(targets, extents, nthreads, many_updates)
+        if many_updates:  # a copy memory could not hold: a MemoryError, not a crash
+            for buffer, _ in copies:
+                failed = self.b.icmp_unsigned("==", buffer, ir.Constant(i8_ptr, None))
+                self._fail_if(failed, ErrorCode.MEMORY, op, "allocation", stop=True)
         # the context: a header run_team fills in, then the status, extents, captured
         # values, private copies and reduction partials
         fields: list[ir.Value] = [self.status, *extents]
