@@ -93,12 +93,13 @@ def target_description() -> str:
     return f"{platform.system()}|{platform.machine()}|{cpu}"
 
 
-def optimize(llvm_ir: str, context: Any = None) -> Any:
-    """Parses, verifies and optimises LLVM IR at O3 with loop and SLP vectorisation."""
+def optimize(llvm_ir: str, context: Any = None, machine: Any = None) -> Any:
+    """Parses, verifies and optimises LLVM IR at O3 with loop and SLP vectorisation (for
+    ``machine``, by default the shared target machine)."""
     b = llvm()
     module = b.parse_assembly(llvm_ir, context=context)
     module.verify()
-    tm = target_machine()
+    tm = machine or target_machine()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
     pto = b.create_pipeline_tuning_options(speed_level=3)
@@ -113,25 +114,60 @@ def optimize(llvm_ir: str, context: Any = None) -> Any:
     return module
 
 
-def emit_object(module: Any) -> bytes:
-    return bytes(target_machine().emit_object(module))
+def emit_object(module: Any, machine: Any = None) -> bytes:
+    return bytes((machine or target_machine()).emit_object(module))
 
 
-def compile_to_object(llvm_ir: str) -> bytes:
+def compile_to_object(llvm_ir: str, machine: Any = None) -> bytes:
     """Optimised object code for LLVM IR, compiled in an LLVM context of its own that is
-    freed afterwards (the global context keeps every type and constant it ever saw)."""
+    freed afterwards (the global context keeps every type and constant it ever saw).
+    Another thread passes a target machine of its own (one is not shared by threads)."""
     b = llvm()
     context = b.create_context()
     try:
         with stage("llvm optimize"):
-            module = optimize(llvm_ir, context)
+            module = optimize(llvm_ir, context, machine)
         try:
             with stage("llvm emit"):
-                return emit_object(module)
+                return emit_object(module, machine)
         finally:
             module.close()
     finally:
         context.close()
+
+
+def compile_parts(texts: list[str]) -> list[bytes]:
+    """Object code for each part of a split module: the first on this thread, the others
+    each on a thread of its own (LLVM runs without the interpreter's lock)."""
+    objects: list[bytes] = [b""] * len(texts)
+    failures: list[BaseException] = []
+
+    def compile_part(k: int) -> None:
+        try:
+            objects[k] = compile_to_object(texts[k], new_target_machine())
+        except BaseException as error:  # noqa: BLE001 - raised again on the caller's thread
+            failures.append(error)
+
+    threads = [threading.Thread(target=compile_part, args=(k,), name=f"kdsl-llvm-{k}")
+               for k in range(1, len(texts))]
+    for thread in threads:
+        thread.start()
+    try:
+        objects[0] = compile_to_object(texts[0])
+    finally:
+        with stage("llvm other threads"):  # what this thread waits for them
+            for thread in threads:
+                thread.join()
+    if failures:
+        raise failures[0]
+    return objects
+
+
+def usable_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
 
 
 def linker() -> str | None:
@@ -144,21 +180,29 @@ def linker() -> str | None:
     return None
 
 
-def link_shared_library(code: bytes) -> bytes | None:
-    """Links object code into a shared library; None where no linker works or its files
-    cannot be written (a full disk: the code is then loaded from memory)."""
+def link_shared_library(code: bytes | list[bytes]) -> bytes | None:
+    """Links object code (one object or several) into a shared library; None where no
+    linker works or its files cannot be written (a full disk: the code is then loaded
+    from memory)."""
     ld = linker()
     if ld is None or platform.system() != "Linux":
         return None
     import tempfile
 
+    objects = [code] if isinstance(code, bytes) else code
     try:
         with tempfile.TemporaryDirectory(prefix="kdsl-link-") as tmp:
-            obj, lib = Path(tmp, "kernel.o"), Path(tmp, "kernel.so")
-            write_file(obj, code)
+            paths = [Path(tmp, f"part{k}-kernel.o" if k else "kernel.o")
+                     for k in range(len(objects))]
+            lib = Path(tmp, "kernel.so")
+            for path, data in zip(paths, objects):
+                write_file(path, data)
             # libm only where the code calls out (searching for it is half the link)
-            libraries = ["-lm", *vector_math_libraries(code)] if has_undefined_symbols(code) else []
-            if run_quietly([ld, "-shared", "-o", str(lib), str(obj), *libraries]) != 0:
+            libraries = []
+            if calls_outside(objects):
+                libraries = ["-lm", *(lib for data in objects for lib in vector_math_libraries(data))]
+            if run_quietly([ld, "-shared", "-o", str(lib), *map(str, paths),
+                            *dict.fromkeys(libraries)]) != 0:
                 return None
             return lib.read_bytes()
     except OSError:
@@ -179,6 +223,54 @@ def run_quietly(command: list[str]) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
+def calls_outside(objects: list[bytes]) -> bool:
+    """Whether object code refers to symbols none of the objects defines (calls into libm
+    or libc); True where an object cannot be read, where nothing is assumed."""
+    defined: set[bytes] = set()
+    undefined: set[bytes] = set()
+    for data in objects:
+        symbols = elf_symbols(data)
+        if symbols is None:
+            return True
+        defined |= symbols[0]
+        undefined |= symbols[1]
+    return bool(undefined - defined)
+
+
+def has_undefined_symbols(code: bytes) -> bool:
+    """Whether an ELF64 little-endian object refers to symbols it does not define (calls
+    into libm or libc); True for anything else, where nothing is assumed."""
+    return calls_outside([code])
+
+
+def elf_symbols(code: bytes) -> tuple[set[bytes], set[bytes]] | None:
+    """The names of the symbols an ELF64 little-endian object defines and of those it
+    refers to without defining; None for anything else."""
+    try:
+        if code[:6] != b"\x7fELF\x02\x01":
+            return None
+        (shoff,) = struct.unpack_from("<Q", code, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", code, 0x3A)
+        defined: set[bytes] = set()
+        undefined: set[bytes] = set()
+        for k in range(shnum):
+            header = shoff + k * shentsize
+            (kind,) = struct.unpack_from("<I", code, header + 4)
+            if kind != 2:  # SHT_SYMTAB
+                continue
+            offset, size, link = struct.unpack_from("<QQI", code, header + 0x18)
+            (names,) = struct.unpack_from("<Q", code, shoff + link * shentsize + 0x18)
+            for entry in range(offset + 24, offset + size, 24):  # entry 0 is the null symbol
+                name, info, _, section = struct.unpack_from("<IBBH", code, entry)
+                if name == 0 or info >> 4 == 0:  # unnamed, or local (STB_LOCAL)
+                    continue
+                end = code.index(b"\0", names + name)
+                (undefined if section == 0 else defined).add(code[names + name:end])
+        return defined, undefined
+    except (struct.error, ValueError):
+        return None
+
+
 def vector_math_libraries(code: bytes) -> list[str]:
     """The linker's arguments for libmvec where the code calls it (``_ZGV`` names)."""
     if b"_ZGV" not in code:
@@ -187,29 +279,6 @@ def vector_math_libraries(code: bytes) -> list[str]:
 
     path = library_path()
     return [] if path is None else [f"-l:{path}"]
-
-
-def has_undefined_symbols(code: bytes) -> bool:
-    """Whether an ELF64 little-endian object refers to symbols it does not define (calls
-    into libm or libc); True for anything else, where nothing is assumed."""
-    try:
-        if code[:6] != b"\x7fELF\x02\x01":
-            return True
-        (shoff,) = struct.unpack_from("<Q", code, 0x28)
-        shentsize, shnum = struct.unpack_from("<HH", code, 0x3A)
-        for k in range(shnum):
-            header = shoff + k * shentsize
-            (kind,) = struct.unpack_from("<I", code, header + 4)
-            if kind != 2:  # SHT_SYMTAB
-                continue
-            offset, size = struct.unpack_from("<QQ", code, header + 0x18)
-            for entry in range(offset + 24, offset + size, 24):  # entry 0 is the null symbol
-                name, _, _, section = struct.unpack_from("<IBBH", code, entry)
-                if section == 0 and name != 0:
-                    return True
-        return False
-    except struct.error:
-        return True
 
 
 def write_file(path: Path, data: bytes) -> None:

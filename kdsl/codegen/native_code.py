@@ -85,15 +85,17 @@ def load_library_bytes(data: bytes, symbols: list[str], name: str) -> LoadedCode
             pass
 
 
-def load_object(code: bytes, symbols: list[str]) -> LoadedCode:
-    """Loads object code into a JIT engine of its own (disposed with the code);
-    RuntimeError when a symbol is missing."""
+def load_object(code: bytes | list[bytes], symbols: list[str]) -> LoadedCode:
+    """Loads object code (one object, or the objects of a module compiled in parts) into
+    a JIT engine of its own (disposed with the code); RuntimeError when a symbol is
+    missing."""
     from kdsl.codegen.cpu import llvm, new_target_machine
 
     b = llvm()
     # the engine owns its target machine and frees it with itself: never a shared one
     engine = b.create_mcjit_compiler(b.parse_assembly(""), new_target_machine())
-    engine.add_object_file(b.ObjectFileRef.from_data(code))
+    for data in [code] if isinstance(code, bytes) else code:
+        engine.add_object_file(b.ObjectFileRef.from_data(data))
     engine.finalize_object()
     addresses = {s: int(engine.get_function_address(s)) for s in symbols}
     missing = [s for s, a in addresses.items() if not a]

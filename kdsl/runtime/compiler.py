@@ -87,15 +87,48 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
 
 
 def llvm_ir_text(fn: Any, params: list[Parameter], options: BuildOptions, entry: str) -> tuple[str, Any]:
+    emitted, rest = emitted_kernel(fn, params, options, entry)
+    with stage("llvm ir text"):
+        text = str(emitted.module)
+    return text, (emitted, *rest)
+
+
+def emitted_kernel(fn: Any, params: list[Parameter], options: BuildOptions,
+                   entry: str) -> tuple[Any, tuple[list[VariableType], list[int], bool]]:
+    """The kernel's LLVM module (codegen.emit_kernel.EmittedKernel), its results, the
+    arguments it writes and whether it returns a tuple."""
     from kdsl.codegen.emit_kernel import emit_kernel
 
     module, results = lower_and_optimize(fn, params, options)
     with stage("codegen"):
         emitted = emit_kernel(module.kernel, codegen_options(options), entry)
     returns_tuple = module.kernel.attrs.get("returns_tuple", False)
+    return emitted, (results, written_arguments(module), returns_tuple)
+
+
+def object_code(module: Any, entry: str) -> tuple[bytes | list[bytes], bytes | None]:
+    """Object code and a shared library (None where none could be linked) for a kernel's
+    LLVM module: compiled in parts on threads of their own where it is large enough and
+    cores are free (the objects of all parts, and the library linked from them), as one
+    object otherwise."""
+    from kdsl.codegen import cpu, split_module
+
+    cores = min(cpu.usable_cores(), 2)
+    plan = split_module.plan_parts(module, cores) if cpu.linker() else None
+    if plan is not None:
+        with stage("llvm ir text"):
+            texts = split_module.render_parts(module, entry, init_symbol(entry), plan)
+        objects = cpu.compile_parts(texts)
+        with stage("link"):
+            library = cpu.link_shared_library(objects)
+        if library is not None:
+            return objects, library
+        # not linked (a full disk): one object, which loads without a linker
     with stage("llvm ir text"):
-        text = str(emitted.module)
-    return text, (emitted, results, written_arguments(module), returns_tuple)
+        text = str(module)
+    code = cpu.compile_to_object(text)
+    with stage("link"):
+        return code, cpu.link_shared_library(code)
 
 
 def cuda_build(fn: Any, params: list[Parameter], options: BuildOptions, entry: str) -> tuple[Any, Any]:
@@ -392,14 +425,12 @@ def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
     entry = f"kdsl_entry_{key[:24]}"
     init = init_symbol(entry)
 
-    def build() -> tuple[bytes, bytes | None, dict]:
+    def build() -> tuple[bytes | list[bytes], bytes | None, dict]:
         from kdsl.codegen import cpu
 
         cpu.start_loading_llvm()
-        text, (emitted, results, written, returns_tuple) = llvm_ir_text(fn, params, options, entry)
-        code = cpu.compile_to_object(text)
-        with stage("link"):
-            library = cpu.link_shared_library(code)
+        emitted, (results, written, returns_tuple) = emitted_kernel(fn, params, options, entry)
+        code, library = object_code(emitted.module, entry)
         meta = {"sites": emitted.sites, "results": results, "allocates": emitted.allocates,
                 "written": written, "returns_tuple": returns_tuple,
                 "format": "object" if library is None else "shared"}

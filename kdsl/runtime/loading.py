@@ -17,8 +17,8 @@ from kdsl.timings import stage
 if TYPE_CHECKING:
     from kdsl.codegen.native_code import LoadedCode
 
-# (object code, shared library or None, metadata with its "format")
-Build = Callable[[], tuple[bytes, "bytes | None", dict]]
+# (object code: one object or several, shared library or None, metadata with its "format")
+Build = Callable[[], tuple["bytes | list[bytes]", "bytes | None", dict]]
 
 
 def load_or_build(key: str, symbols: list[str], build: Build) -> tuple[LoadedCode, dict]:
@@ -38,7 +38,9 @@ def load_or_build(key: str, symbols: list[str], build: Build) -> tuple[LoadedCod
             pass  # unloadable: compiled afresh below
     code, library, meta = build()
     with stage("cache write"):
-        stored = cache.store(key, code if library is None else library, meta)
+        # several objects (a module compiled in parts) come with the library linked from them
+        written = code if library is None else library
+        stored = cache.store(key, written, meta) if isinstance(written, bytes) else None
     loaded = None
     if library is not None:
         if stored is not None:

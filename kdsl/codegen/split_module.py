@@ -1,0 +1,94 @@
+"""A kernel's LLVM module cut into parts that LLVM optimises and compiles on threads of
+their own (it spends most of a compile in code generation for the parallel regions, one
+function each), then linked into one shared library.
+
+Part 0 holds the entry point and its init function; each part holds some of the regions.
+A region another part calls is declared there, with hidden visibility (a symbol of the
+library, not exported from it). Everything else (the runtime's helpers, the hook
+globals, constants) is copied into each part, private to it: each part has an init
+function of its own that fills in its copy of the hooks, which part 0's init calls.
+"""
+
+from __future__ import annotations
+
+import re
+
+from llvmlite import ir
+
+from kdsl.codegen.abi import HOOK_ORDER
+from kdsl.codegen.runtime_hooks import RuntimeHooks
+
+REGION_NAME = re.compile(r".+\.parallel\.\d+")  # codegen.parallel's region functions
+# LLVM's time per instruction of a region (loops it vectorises and interleaves) against
+# that of the straight-line code around them, and of a function it does not optimise
+REGION_COST = 4.0
+UNOPTIMISED_COST = 0.2
+MIN_COST = 800  # a module that costs less compiles faster on one thread
+MIN_SHARE = 0.25  # the cheapest part's least share of the cost
+
+
+def instruction_count(fn: ir.Function) -> int:
+    return sum(len(block.instructions) for block in fn.blocks)
+
+
+def compile_cost(fn: ir.Function) -> float:
+    """An estimate of LLVM's time for a function, in units of straight-line instructions."""
+    if REGION_NAME.fullmatch(fn.name):
+        return REGION_COST * instruction_count(fn)
+    if "optnone" in fn.attributes:
+        return UNOPTIMISED_COST * instruction_count(fn)
+    return float(instruction_count(fn))
+
+
+def plan_parts(module: ir.Module, parts: int) -> list[list[ir.Function]] | None:
+    """The regions of each part (part 0 also holds everything else), or None where
+    splitting would not pay."""
+    defined = [f for f in module.functions if f.blocks]
+    regions = [f for f in defined if REGION_NAME.fullmatch(f.name) and f.linkage == "internal"]
+    total = sum(compile_cost(f) for f in defined)
+    if parts < 2 or not regions or total < MIN_COST:
+        return None
+    costs = [total - sum(compile_cost(f) for f in regions)] + [0.0] * (parts - 1)
+    plan: list[list[ir.Function]] = [[] for _ in range(parts)]
+    for region in sorted(regions, key=compile_cost, reverse=True):
+        cheapest = costs.index(min(costs))
+        plan[cheapest].append(region)
+        costs[cheapest] += compile_cost(region)
+    if min(costs) < MIN_SHARE * total:
+        return None
+    return plan
+
+
+def render_parts(module: ir.Module, entry: str, init: str,
+                 plan: list[list[ir.Function]]) -> list[str]:
+    """The LLVM IR text of each part of ``plan`` (see plan_parts)."""
+    hooks = RuntimeHooks(module, {name: module.get_global(f"kdsl.hook.{name}")
+                                  for name in HOOK_ORDER})
+    part_inits = []
+    for k in range(1, len(plan)):
+        hooks.emit_init(f"{init}.{k}")
+        part_inits.append(module.get_global(f"{init}.{k}"))
+    main_init = module.get_global(init)
+    builder = ir.IRBuilder(main_init.blocks[-1])
+    builder.position_before(main_init.blocks[-1].terminator)
+    for part_init in part_inits:
+        part_init.linkage = "hidden"
+        builder.call(part_init, [main_init.args[0]])
+    regions = [f for part in plan for f in part]
+    for f in regions:  # one part defines it, the others call it
+        f.linkage = "hidden"
+    owned = {id(f): 0 for f in (module.get_global(entry), main_init)}
+    owned.update({id(f): k for k, part in enumerate(plan) for f in part})
+    owned.update({id(f): k + 1 for k, f in enumerate(part_inits)})
+    texts = []
+    for k in range(len(plan)):
+        elsewhere = [f for f in module.functions if owned.get(id(f), k) != k]
+        saved = [(f, f.blocks) for f in elsewhere]
+        for f in elsewhere:
+            f.blocks = []  # declared, not defined
+        try:
+            texts.append(str(module))
+        finally:
+            for f, blocks in saved:
+                f.blocks = blocks
+    return texts
