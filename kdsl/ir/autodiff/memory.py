@@ -16,7 +16,7 @@ from kdsl import types as T
 from kdsl.ir.core import Block, Operation, Value
 
 if TYPE_CHECKING:
-    from kdsl.ir.autodiff.emitter import AdjointEmitter
+    from kdsl.ir.autodiff.emitter_base import EmitterBase
 
 _VIEW_OPS = ("array_view", "array_transpose", "cast")
 _WRITES = ("array_store", "atomic_rmw", "tensor_assign")
@@ -57,7 +57,7 @@ def written_state(op: Operation, stateful: set[Value]) -> list[Value]:
     return list(found)
 
 
-def copy_elements(e: AdjointEmitter, source: Value, source_prefix: Sequence[Value],
+def copy_elements(e: EmitterBase, source: Value, source_prefix: Sequence[Value],
                   target: Value, target_prefix: Sequence[Value], shape_of: Value) -> None:
     """``target[*target_prefix, ...] = source[*source_prefix, ...]`` over every element of
     the array ``shape_of``, in a parallel loop."""
@@ -72,7 +72,7 @@ def copy_elements(e: AdjointEmitter, source: Value, source_prefix: Sequence[Valu
     e.b.create("parallel_for", dims, {"ndim": t.ndim, "reductions": ()}, [body], [])
 
 
-def snapshot_storage(e: AdjointEmitter, array: Value, count: Value | None) -> Value:
+def snapshot_storage(e: EmitterBase, array: Value, count: Value | None) -> Value:
     """A new array for copies of ``array`` (``count`` of them along a new first axis)."""
     t = array.type
     assert isinstance(t, T.ArrayType)
@@ -84,7 +84,7 @@ def snapshot_storage(e: AdjointEmitter, array: Value, count: Value | None) -> Va
     return storage
 
 
-def zeros_like_array(e: AdjointEmitter, array: Value) -> Value:
+def zeros_like_array(e: EmitterBase, array: Value) -> Value:
     t = array.type
     assert isinstance(t, T.ArrayType)
     dims = [e.b.create("array_dim", [array], {"axis": k}).result for k in range(t.ndim)]
@@ -92,7 +92,7 @@ def zeros_like_array(e: AdjointEmitter, array: Value) -> Value:
                                           "fill": "zeros"}).result
 
 
-def component_adjoint(e: AdjointEmitter, array: Value) -> Value:
+def component_adjoint(e: EmitterBase, array: Value) -> Value:
     """A zeroed array of the components of ``array``'s vector elements, component axis
     first: adjoints added at scattered indices update contiguous values (one vector
     load and store per component in a vectorised loop, not an interleaved triple)."""
@@ -105,7 +105,7 @@ def component_adjoint(e: AdjointEmitter, array: Value) -> Value:
                       {"type": storage_type, "fill": "zeros"}).result
 
 
-def add_components(e: AdjointEmitter, components: Value, target: Value) -> None:
+def add_components(e: EmitterBase, components: Value, target: Value) -> None:
     """``target[...] += vector(components[0, ...], components[1, ...], ...)`` over the
     elements of ``target``, in serial loops (a pass over memory, short next to the loops
     that summed the components: not vectorised, which would cost more compile time than
