@@ -437,7 +437,7 @@ def test_debug_mode_checks_pass_on_tensor_loops(rng):
 
 
 @pytest.mark.parametrize("expr", [
-    "a[a > 2.0]", "a[...] * 2", "a[1:3, 0]", "kd.sum(m, axis=2)", "kd.sum(m, axis=(0, 1))",
+    "a[a > 2.0]", "a[[0, 2]]", "a[1:3, 0]", "kd.sum(m, axis=2)", "kd.sum(m, axis=(0, 1))",
     "a.sum(axis=1)", "m[0, 0, 0]",
 ])
 def test_unsupported_array_constructs_are_compile_errors(expr):
@@ -445,3 +445,10 @@ def test_unsupported_array_constructs_are_compile_errors(expr):
                                 prefix="tensor_err")
     with pytest.raises(kd.CompileError):
         kernel(np.arange(6.0), np.arange(12.0).reshape(3, 4))
+
+
+def test_ellipsis_view_in_a_tensor_expression_matches_numpy():
+    kernel = kernel_from_source("@kd.kernel\ndef k(a):\n    return a[...] * 2 + a[..., 1:2]\n",
+                                prefix="tensor_ellipsis")
+    a = np.arange(1.0, 13.0).reshape(3, 4)
+    np.testing.assert_array_equal(kernel(a), a[...] * 2 + a[..., 1:2])
