@@ -345,6 +345,10 @@ class ExpressionLowering(VectorLowering, TensorLowering):
         return self.mark_weak(self.op("array_dim", array, axis=axis))
 
     def index_values(self, node: ast.expr) -> list[Any]:
+        elements = node.elts if isinstance(node, ast.Tuple) else [node]
+        if any(isinstance(e, ast.List) for e in elements):
+            self.error("an index list (NumPy's fancy indexing) is not supported in kernels; "
+                       "index with integers, slices or an integer vector", node)
         if isinstance(node, ast.Tuple):
             return [self.expr(e) for e in node.elts]
         index = self.expr(node)

@@ -443,8 +443,10 @@ def test_debug_mode_checks_pass_on_tensor_loops(rng):
 def test_unsupported_array_constructs_are_compile_errors(expr):
     kernel = kernel_from_source(f"@kd.kernel\ndef k(a, m):\n    return {expr}\n",
                                 prefix="tensor_err")
-    with pytest.raises(kd.CompileError):
+    with pytest.raises(kd.CompileError) as error:
         kernel(np.arange(6.0), np.arange(12.0).reshape(3, 4))
+    if "[[" in expr:
+        assert "index list" in str(error.value)
 
 
 def test_ellipsis_view_in_a_tensor_expression_matches_numpy():
