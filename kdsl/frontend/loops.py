@@ -3,7 +3,9 @@ their carried values, parallel loops with their reductions, and the iteration sp
 (``range``, ``kd.prange``, ``kd.ndrange``) they run over.
 
 A loop that may ``break`` or ``return`` becomes a ``while`` whose condition also tests the
-flags the jumps set (see statements.py).
+flags the jumps set (see statements.py). In a parallel loop the break and return flags
+are 'or' reductions instead: each thread skips the iterations it has not started once one
+of its own set them, and the combined flag tells the code after the loop.
 """
 
 from __future__ import annotations
@@ -221,6 +223,10 @@ class LoopLowering(StaticLoopLowering):
         outermost): its locals are private to the outer iteration and read as in any
         serial loop."""
         targets = self._parallel_targets(node, space)
+        brk, _ = may_break_or_continue(node.body)
+        if brk and len(targets) > 1:  # a break would leave only the innermost axis's loop
+            self.error("'break' directly inside a kd.ndrange loop nested in a parallel loop",
+                       first_jump(node.body, (ast.Break,), False) or node)
         loops = [
             ast.copy_location(ast.For(target=ast.copy_location(ast.Name(t.id, ast.Store()), t),
                                       iter=node.iter, body=[], orelse=[], type_comment=None), node)
@@ -233,17 +239,10 @@ class LoopLowering(StaticLoopLowering):
         self.stmt_For(loops[0])
 
     def _parallel_targets(self, node: ast.For, space: IterationSpace) -> list[ast.Name]:
-        """The loop variables of a parallel loop, one per axis; no break or return in it."""
+        """The loop variables of a parallel loop, one per axis."""
         targets = node.target.elts if isinstance(node.target, ast.Tuple) else [node.target]
         if not all(isinstance(t, ast.Name) for t in targets) or len(targets) != len(space.stops):
             self.error(f"this parallel loop needs {len(space.stops)} loop variable(s)", node.target)
-        brk, _ = may_break_or_continue(node.body)
-        if brk:
-            self.error("'break' directly inside a parallel loop: iterations have no order to stop",
-                       first_jump(node.body, (ast.Break,), False) or node)
-        if may_return(node.body):
-            self.error("'return' inside a parallel loop: iterations run concurrently",
-                       first_jump(node.body, (ast.Return,), True) or node)
         return targets  # type: ignore[return-value]
 
     def loop_over_value(self, node: ast.For) -> None:
@@ -389,7 +388,8 @@ class LoopLowering(StaticLoopLowering):
 
     def parallel_loop(self, node: ast.For, space: IterationSpace) -> None:
         targets = self._parallel_targets(node, space)
-        _, cont = may_break_or_continue(node.body)
+        brk, cont = may_break_or_continue(node.body)
+        returns = self.uses_return_flag and may_return(node.body)
         target_names = [t.id for t in targets]
         reductions = self.find_reductions(node, target_names)
         extents = [
@@ -401,19 +401,31 @@ class LoopLowering(StaticLoopLowering):
         inits = self.loop_initial_values(names)
         weak = [self.is_weak(v) for v in inits]
         random_loop = random_draws.begin_parallel(self)
+        self.loop_depth_counter += 1
+        frame = LoopFrame(f"$break{self.loop_depth_counter}" if brk else None,
+                          f"$continue{self.loop_depth_counter}" if cont else None, True,
+                          self.loop_depth_counter)
+        # break and return set a stop flag each thread carries as an 'or' reduction
+        stops = ([frame.break_flag] if frame.break_flag else []) + ([RETURN_FLAG] if returns else [])
+        inits += [self.env[RETURN_FLAG] if n == RETURN_FLAG else self.constant(False, T.bool_)
+                  for n in stops]
+        weak += [False] * len(stops)
+        kinds = [reductions[n] for n in names] + ["add"] * len(stops)
+        names += stops
         ivs = [Value(T.i64, n) for n in target_names]
         body_block = Block(ivs + [Value(v.type, n) for v, n in zip(inits, names)])
         outer = dict(self.env)
         self._bind(names, body_block.args[len(ivs):], weak)
-        self.loop_depth_counter += 1
-        frame = LoopFrame(None, f"$continue{self.loop_depth_counter}" if cont else None, True,
-                          self.loop_depth_counter)
         self.parallel_depth += 1
         with self.builder.at(body_block):
             for name, iv, start, step in zip(target_names, ivs, space.starts, space.steps):
                 self.assign(name, self.induction_value(iv, start, step), node)
             random_draws.enter_iteration(self, ivs, extents, random_loop)
-            self.loop_body(node.body, frame)
+            if stops:  # the iterations after a break or return on this thread are skipped
+                self.if_statement(self._none_stopped(stops), lambda: self.loop_body(node.body, frame),
+                                  lambda: None, node)
+            else:
+                self.loop_body(node.body, frame)
             self.builder.create("yield", [
                 self.carry(n, self.env[n], v, node)
                 for n, v in zip(names, body_block.args[len(ivs):])
@@ -421,11 +433,19 @@ class LoopLowering(StaticLoopLowering):
         self.parallel_depth -= 1
         op = self.builder.create(
             "parallel_for", [*extents, *inits],
-            {"ndim": len(extents), "reductions": tuple(reductions[n] for n in names)},
+            {"ndim": len(extents), "reductions": tuple(kinds), **({"stops": True} if stops else {})},
             [body_block], [v.type for v in inits],
         )
         self._finish_loop(outer, names, op.results, weak)
+        if frame.break_flag:
+            del self.env[frame.break_flag]
         random_draws.end_parallel(self, random_loop)
+
+    def _none_stopped(self, stops: list[str]) -> Value:
+        stopped = self.env[stops[0]]
+        for name in stops[1:]:
+            stopped = self.op("bit_or", stopped, self.env[name])
+        return self.op("logical_not", stopped)
 
     def _is_array(self, name: str) -> bool:
         v = self.env.get(name)

@@ -266,8 +266,6 @@ class StatementLowering(LoopLowering):
         frame = self.loops[-1] if self.loops else None
         if frame is None:
             self.error("'break' outside a loop", node)
-        if frame.parallel:
-            self.error("'break' directly inside a parallel loop: iterations have no order to stop", node)
         assert frame.break_flag
         self.env[frame.break_flag] = self.constant(True, T.bool_)
 
@@ -279,8 +277,9 @@ class StatementLowering(LoopLowering):
         self.env[frame.continue_flag] = self.constant(True, T.bool_)
 
     def stmt_Return(self, node: ast.Return) -> None:
-        if self.parallel_depth > 0:
-            self.error("'return' inside a parallel loop: iterations run concurrently", node)
+        if self.parallel_depth > 0 and node.value is not None:
+            self.error("'return' with a value inside a parallel loop: only a return without "
+                       "a value, and break, may leave one", node)
         if node.value is None:
             values: list[Any] = []
         else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from kdsl import builtins as kb
@@ -24,6 +25,10 @@ class StaticLoopLowering(ExpressionLowering):
         raise NotImplementedError
 
     def store(self, target: ast.expr, value: Any, node: ast.AST) -> None:  # as block
+        raise NotImplementedError
+
+    def if_statement(self, cond: Any, then_fn: Callable[[], None], else_fn: Callable[[], None],
+                     node: ast.AST) -> None:  # as block
         raise NotImplementedError
 
     def is_static_call(self, node: ast.expr) -> bool:

@@ -242,19 +242,21 @@ def float_loop_bound(a: kd.Array[kd.f32]):
 
 
 @kd.kernel
-def break_in_prange(a: kd.Array[kd.f32]):
+def break_in_ndrange_in_prange(a: kd.Array[kd.f32]):
     for i in kd.prange(a.shape[0]):
-        if a[i] > 2.0:
-            break  # error: break-prange
-        a[i] = 1.0
+        for j, k in kd.ndrange(3, 4):
+            if a[i] > j + k:
+                break  # error: break-nested-ndrange
+            a[i] = 1.0
 
 
 @kd.kernel
-def return_in_prange(a: kd.Array[kd.f32]):
+def return_value_in_prange(a: kd.Array[kd.f32]):
     for i in kd.prange(a.shape[0]):
         if a[i] > 2.0:
-            return  # error: return-prange
+            return i  # error: return-prange
         a[i] = 1.0
+    return -1
 
 
 @kd.kernel
@@ -439,8 +441,10 @@ CASES = [
     (vector_index_out_of_range, F32, "vec-index", "v[3]", ["index 3", "vec3"]),
     (different_return_arity, F32, "return-arity", "return", ["return", "same number of values"]),
     (float_loop_bound, F32, "float-bound", "2.5", ["loop bounds", "integers", "f64"]),
-    (break_in_prange, F32, "break-prange", "break", ["'break'", "parallel loop"]),
-    (return_in_prange, F32, "return-prange", "return", ["'return'", "parallel loop"]),
+    (break_in_ndrange_in_prange, F32, "break-nested-ndrange", "break",
+     ["'break'", "kd.ndrange", "nested in a parallel loop"]),
+    (return_value_in_prange, F32, "return-prange", "return",
+     ["'return' with a value", "parallel loop", "only a return without a value"]),
     (assigns_outer_local_in_prange, F32, "outer-assign", "t = a[i]",
      ["'t'", "parallel loop", "reductions"]),
     (reads_reduction_in_prange, F32, "reduction-read", "s  #",

@@ -18,6 +18,7 @@ def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Val
     """Constructs whose gradient would not be exact are located errors."""
     check_tensor_ops(body, varied, varied_arrays)
     check_bits_round_trips(body, varied)
+    check_no_early_exits(body)
     bases = array_bases(body)
     used = {v for op in body.walk() for v in op.operands}
     for op in body.walk():
@@ -58,3 +59,13 @@ def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Val
         for r in op.results:
             if r in varied and not is_float(r.type):
                 raise located_error("this value cannot be differentiated", op.location)
+
+
+def check_no_early_exits(body: Block) -> None:
+    """A parallel loop left by ``break`` or ``return``: which iterations ran is not
+    differentiable."""
+    for op in body.walk():
+        if op.name == "parallel_for" and op.attrs.get("stops"):
+            raise located_error(
+                "a parallel loop left by 'break' or 'return' cannot be differentiated: which "
+                "of its iterations run is not fixed", op.location)

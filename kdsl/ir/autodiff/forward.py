@@ -18,6 +18,7 @@ from kdsl import types as T
 from kdsl.ir.autodiff import tangent_rules  # noqa: F401  (attaches the rules to the registry)
 from kdsl.ir.autodiff.activity import is_float, varied_values
 from kdsl.ir.autodiff.bits import check_bits_round_trips
+from kdsl.ir.autodiff.checks import check_no_early_exits
 from kdsl.ir.autodiff.emitter import AdjointEmitter, located_error
 from kdsl.ir.autodiff.memory import array_bases, zeros_like_array
 from kdsl.ir.builder import IRBuilder
@@ -361,6 +362,7 @@ def jacobian_vector_product(module: Module, argnums: tuple[int, ...]) -> None:
     roots = [fn.args[k] for k in argnums]
     varied, varied_arrays = _varied(fn.body, roots)
     check_bits_round_trips(fn.body, varied)
+    check_no_early_exits(fn.body)
     tangent_args = [Value(a.type, tangent_name(fn.arg_names[k])) for k, a in zip(argnums, roots)]
     body = Block(list(fn.args) + tangent_args)
     builder = IRBuilder(body)

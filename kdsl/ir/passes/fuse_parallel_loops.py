@@ -69,6 +69,8 @@ class _Fuser:
     def legal(self, first: Operation, second: Operation) -> bool:
         if first.attrs.get("many_updates") or second.attrs.get("many_updates"):
             return False  # a scatter-heavy loop nest (a reverse sweep) is optimised best alone
+        if first.attrs.get("stops") or second.attrs.get("stops"):
+            return False  # a loop left by break or return skips iterations
         nest_a, nest_b = ParallelForOp(first), ParallelForOp(second)
         if nest_a.ndim != nest_b.ndim or any(
             x is not y for x, y in zip(nest_a.extents, nest_b.extents)
