@@ -288,7 +288,10 @@ def test_tapes_reuse_the_memory_of_released_tapes_copies() -> None:
         del tape, loss
     kept.zero()
     kept.backward(kept_loss)
-    np.testing.assert_array_equal(first.grad.numpy(), expected)
+    # the same sums, but a parallel reduction's partials follow the threads' schedule, which
+    # may differ between two runs on a busy machine: equal up to rounding, not bit for bit
+    np.testing.assert_allclose(first.grad.numpy(), expected, rtol=1e-12,
+                               atol=1e-12 * np.abs(expected).max())
     np.testing.assert_allclose(
         x.grad.numpy()[:6], central_differences(
             lambda y: float(program(np.concatenate([y, x0[6:] * 0.5]))), x0[:6] * 0.5),
