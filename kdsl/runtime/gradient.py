@@ -129,9 +129,11 @@ class Gradient:
         adjoints = [_zeros_like(args[k]) for k in self.argnums if _is_array(params[k])]
         return params, adjoints
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **keywords: Any) -> Any:
         from kdsl.runtime.arrays import shared_foreign_array
 
+        if keywords:
+            args = self.primal.bind_keywords(args, keywords)
         args = tuple(map(shared_foreign_array, self.primal.with_defaults(args)))
         params, adjoints = self._arguments(args)
         value, *scalars, saved_bytes = self.kernel(*args, *adjoints)

@@ -95,7 +95,9 @@ class Kernel:
 
     # --- calling ------------------------------------------------------------------------
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **keywords: Any) -> Any:
+        if keywords:  # k(x, out=y): bound to positions as Python binds them
+            args = self.bind_keywords(args, keywords)
         fast = self._fast
         if fast is not None and self.py_function.__code__ is self._code_read \
                 and (fast.own_code_only or fast.deps.unchanged()):
@@ -200,10 +202,12 @@ class Kernel:
         self._hidden = HiddenArguments(tuple(deps.arrays), deps.uses_random)
         return self._hidden
 
-    def python(self, *args: Any) -> Any:
+    def python(self, *args: Any, **keywords: Any) -> Any:
         """Runs the kernel's own function as plain Python: the reference semantics."""
         from kdsl.runtime.python_mode import run_as_python
 
+        if keywords:
+            args = self.bind_keywords(args, keywords)
         return run_as_python(self, self.with_defaults(args))
 
     def uses_random(self) -> bool:
@@ -232,6 +236,18 @@ class Kernel:
             self._annotations = parameter_annotations(self.py_function)
             self._names = [a.arg for a in read_function(self.py_function).tree.args.args]
         return self._names, self._annotations
+
+    def bind_keywords(self, args: tuple, keywords: dict[str, Any]) -> tuple:
+        """The positional arguments of a call that names some of them, defaults filled
+        in; a ``TypeError`` as Python gives for an unknown, repeated or missing one."""
+        import inspect
+
+        try:
+            bound = inspect.signature(self.py_function).bind(*args, **keywords)
+        except TypeError as exc:
+            raise TypeError(f"{self.__name__}(): {exc}") from None
+        bound.apply_defaults()
+        return bound.args
 
     def with_defaults(self, args: tuple) -> tuple:
         """``args`` followed by the default values of the parameters they leave out."""
