@@ -66,11 +66,14 @@ class GradientKernel(Kernel):
     """The gradient of a kernel, compiled as a kernel: its arguments, then one adjoint
     array per differentiated array argument (added into)."""
 
+    label = "kd.grad"  # how errors name this kind of derived kernel
+
     def __init__(self, kernel: Kernel, argnums: tuple[int, ...]) -> None:
         super().__init__(kernel.py_function, debug=kernel.options.debug,
                          fastmath=kernel.options.fastmath)
         self.primal = kernel
         self.argnums = argnums
+        self.own_argnums = argnums  # those among the kernel's own parameters
         self.options = dataclasses.replace(kernel.options, gradient=argnums)
         self.__name__ = f"grad_{kernel.__name__}"
         self.compile_seconds: float | None = None
@@ -80,10 +83,10 @@ class GradientKernel(Kernel):
 
     def primal_parameters(self, args: tuple) -> list[Parameter]:
         params = Kernel.parameters(self, args)
-        for k in self.argnums:
+        for k in self.own_argnums:
             if not 0 <= k < len(params):
-                raise ValueError(f"kd.grad({self.primal.__name__}): argnums {k} is out of range "
-                                 f"for a kernel of {len(params)} arguments")
+                raise ValueError(f"{self.label}({self.primal.__name__}): argnums {k} is out of "
+                                 f"range for a kernel of {len(params)} arguments")
             _check_differentiable(params[k], self.primal.__name__)
         return params
 

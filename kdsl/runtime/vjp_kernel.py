@@ -10,7 +10,7 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.runtime.arguments import Parameter, parameter_for
-from kdsl.runtime.gradient import GradientKernel, _check_differentiable, _is_array
+from kdsl.runtime.gradient import GradientKernel, _is_array
 from kdsl.runtime.kernel import Kernel
 
 RETURNED = "return"  # the parameter the returned array is written into (ir/autodiff/vjp.py)
@@ -25,6 +25,8 @@ class VjpKernel(GradientKernel):
     With ``returned`` (the type of the array the kernel returns), the product passes
     gradients back through that array too: the kernel's arguments are followed by an
     array of its shape (written), and the adjoint arrays by the returned array's adjoint."""
+
+    label = "vjp"
 
     def __init__(self, kernel: Kernel, argnums: tuple[int, ...],
                  returned: T.ArrayType | None = None) -> None:
@@ -41,15 +43,6 @@ class VjpKernel(GradientKernel):
         also = " and its returned array" if self.returned is not None else ""
         return (f"<vector-Jacobian product of {self.primal!r} w.r.t. arguments "
                 f"{self.own_argnums}{also}>")
-
-    def primal_parameters(self, args: tuple) -> list[Parameter]:
-        params = Kernel.parameters(self, args)
-        for k in self.own_argnums:
-            if not 0 <= k < len(params):
-                raise ValueError(f"vjp({self.primal.__name__}): argnums {k} is out of range "
-                                 f"for a kernel of {len(params)} arguments")
-            _check_differentiable(params[k], self.primal.__name__)
-        return params
 
     def parameters(self, args: tuple) -> list[Parameter]:
         count = len(inspect.signature(self.py_function).parameters)
