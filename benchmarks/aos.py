@@ -171,6 +171,29 @@ def rotate_vector(p: kd.Array[kd.vec3], out: kd.Array[kd.vec3], c: kd.f32, s: kd
         out[i] = kd.vec3(c * v[0] - s * v[1], s * v[0] + c * v[1], v[2] + 1.0)
 
 
+@kd.kernel
+def deform_scalar(f, c, v, out, g, dt: kd.f32):
+    """An MPM-style update of (N, 3, 3) deformation gradients, G = F + dt C F, and the
+    product F v, with scalar indices."""
+    for p in kd.prange(f.shape[0]):
+        for r in range(3):
+            a0 = dt * c[p, r, 0]
+            a1 = dt * c[p, r, 1]
+            a2 = dt * c[p, r, 2]
+            out[p, r] = f[p, r, 0] * v[p, 0] + f[p, r, 1] * v[p, 1] + f[p, r, 2] * v[p, 2]
+            for k in range(3):
+                g[p, r, k] = f[p, r, k] + a0 * f[p, 0, k] + a1 * f[p, 1, k] + a2 * f[p, 2, k]
+
+
+@kd.kernel
+def deform_vector(f: kd.Array[kd.mat33], c: kd.Array[kd.mat33], v: kd.Array[kd.vec3],
+                  out: kd.Array[kd.vec3], g: kd.Array[kd.mat33], dt: kd.f32):
+    for p in kd.prange(f.shape[0]):
+        m = f[p]
+        out[p] = m @ v[p]
+        g[p] = m + dt * (c[p] @ m)
+
+
 def _row(name: str, size: str, scalar: Any, vector: Any, check: Any,
          rounds: int) -> tuple[str, str, float, float, bool]:
     ok = check()
@@ -233,6 +256,19 @@ def main() -> int:
         lambda: rotate_scalar(pr, or_s, c, s), lambda: rotate_vector(pr, or_v, c, s),
         lambda: (rotate_scalar(pr, or_s, c, s), rotate_vector(pr, or_v, c, s),
                  _close(or_s, or_v))[-1], rounds))
+
+    fm = rng.random((stream, 3, 3)).astype(np.float32)
+    cm = rng.random((stream, 3, 3)).astype(np.float32)
+    vm = rng.random((stream, 3)).astype(np.float32)
+    gs, gv = np.zeros_like(fm), np.zeros_like(fm)
+    os_, ov = np.zeros_like(vm), np.zeros_like(vm)
+    dt = np.float32(0.01)
+    rows.append(_row(
+        "3x3 matrices, F v, F + dt C F", f"N=2^{stream.bit_length() - 1} f32",
+        lambda: deform_scalar(fm, cm, vm, os_, gs, dt),
+        lambda: deform_vector(fm, cm, vm, ov, gv, dt),
+        lambda: (deform_scalar(fm, cm, vm, os_, gs, dt), deform_vector(fm, cm, vm, ov, gv, dt),
+                 _close(os_, ov) and _close(gs, gv))[-1], rounds))
 
     wide = np.zeros((n, 4), np.float32)
     wide[:, :3] = pos

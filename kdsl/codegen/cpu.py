@@ -34,6 +34,10 @@ def llvm() -> Any:
                 binding.initialize_all_asmprinters()
                 binding.initialize_native_target()
                 binding.initialize_native_asmprinter()
+                # an array of 3x3 matrices is read with a stride of 9 elements: above
+                # LLVM's default limit of 8 its loop vectoriser gathers every component
+                # (3-20x slower than loading whole rows and shuffling them apart)
+                binding.set_option("kdsl", "-max-interleave-group-factor=16")
                 _state["binding"] = binding
     return _state["binding"]
 

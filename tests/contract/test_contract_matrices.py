@@ -87,3 +87,20 @@ def emulated_cuda():
     driver.set_driver(EmulatedDriver())
     yield
     driver.set_driver(previous)
+
+
+@kd.kernel
+def transform(m: kd.Array[kd.mat33], v: kd.Array[kd.vec3], out: kd.Array[kd.vec3]):
+    for i in kd.prange(m.shape[0]):
+        out[i] = m[i] @ v[i]
+
+
+def test_arrays_of_matrices_are_read_as_whole_rows(rng):
+    """A 3x3 matrix spans 9 elements: the vectoriser loads whole matrices and shuffles
+    them apart instead of gathering each component (several times slower)."""
+    m = rng.normal(size=(37, 3, 3)).astype(np.float32)
+    v = rng.normal(size=(37, 3)).astype(np.float32)
+    out = np.zeros_like(v)
+    check(transform, m, v, out, rtol=1e-5)
+    assert np.allclose(out, np.einsum("nij,nj->ni", m, v), rtol=1e-5, atol=1e-6)
+    assert "llvm.masked.gather" not in transform.llvm_ir(m, v, out, optimized=True)
