@@ -94,10 +94,7 @@ def cumsum(a: Any, axis: int | None = None, exclusive: bool = False) -> Any:
     if axis is None or data.ndim <= 1:
         if axis is not None and not -1 <= axis < 1:
             raise np.exceptions.AxisError(axis, data.ndim)
-        flat = np.ravel(data)
-        out = np.empty(flat.size, result)
-        kernels.scan_kernel(t, bool(exclusive))(flat, out)
-        return _like(a, out)
+        return _like(a, kernels.new_scan_kernel(t, bool(exclusive))(np.ravel(data)))
     if not -data.ndim <= axis < data.ndim:
         raise np.exceptions.AxisError(axis, data.ndim)
     moved = np.moveaxis(data, axis, -1)

@@ -22,6 +22,20 @@ def scan_kernel(result: T.ScalarType, exclusive: bool) -> Any:
 
 
 @functools.cache
+def new_scan_kernel(result: T.ScalarType, exclusive: bool) -> Any:
+    """The running sums of a 1-D array as a new array: made by the kernel, so memory
+    that an earlier result gave back is reused (a repeated call touches no fresh pages)."""
+    source = "\n".join([
+        "def run_new_scan(a):",
+        f"    out = kd.empty(a.shape[0], {kd_name(result)})",
+        "    scan(a, out)",
+        "    return out",
+    ]) + "\n"
+    return as_kernel(define(source, "run_new_scan", f"new scan kernel {result} {exclusive}",
+                            {"scan": scan_func(result, exclusive)}))
+
+
+@functools.cache
 def scan_rows_kernel(result: T.ScalarType, exclusive: bool) -> Any:
     """Running sums along the last axis of a 2-D array, its rows in parallel."""
     r = kd_name(result)

@@ -166,6 +166,18 @@ def test_cumsum_matches_numpy(rng, dtype):
             assert exclusive[0] == 0
 
 
+def test_cumsum_results_keep_their_memory_while_held(rng):
+    # large results take memory an earlier, dropped result gave back: never a held one's
+    a, b = rng.integers(-50, 50, 1 << 17), rng.integers(-50, 50, 1 << 17)
+    first = kd.cumsum(a)
+    second = kd.cumsum(b)
+    kd.cumsum(a)  # dropped at once: its memory goes back
+    third = kd.cumsum(b[::-1].copy())
+    np.testing.assert_array_equal(first, np.cumsum(a))
+    np.testing.assert_array_equal(second, np.cumsum(b))
+    np.testing.assert_array_equal(third, np.cumsum(b[::-1]))
+
+
 def test_cumsum_along_each_axis(rng):
     a = rng.integers(-9, 9, (3, 4, 5)).astype(np.int64)
     for axis in (None, 0, 1, 2, -1, -3):
