@@ -329,7 +329,8 @@ class ParallelLoops:
     def _private_copies(self, targets: list[Value], extents: list[ir.Value],
                         nthreads: ir.Value,
                         many_updates: bool = False) -> list[tuple[ir.Value, ir.Value]]:
-        """(buffer, element count) per scatter target; the buffer is null when not worth it.
+        """(buffer, element count) per scatter target; the buffer is null when not worth it
+        (or memory could not hold it), and freed by _add_private_copies.
         ``many_updates``: each iteration updates many elements (a serial loop of updates,
         as a gradient's reverse sweep makes): every thread gets a copy (the team is of one
         thread where an array is too large to copy for each, see _small_enough)."""
@@ -353,15 +354,9 @@ class ParallelLoops:
                         self.b.icmp_signed("<=", total, ir.Constant(i64, PRIVATE_COPY_LIMIT))))
             before = self.b.block
             with self.b.if_then(worth):
-                shape = self._entry_alloca(i64, 2)
-                self.b.store(threads, self.b.gep(shape, [ir.Constant(i64, 0)]))
-                self.b.store(total, self.b.gep(shape, [ir.Constant(i64, 1)]))
                 scalar_t = T.element_scalar(array.type.dtype)
-                allocated = self.b.call(self.hooks.load(self.b, "allocate"), [
-                    self.b.ptrtoint(self.status, i64),
-                    ir.Constant(i32, T.SCALAR_TYPES.index(scalar_t)), ir.Constant(i32, 2), shape,
-                    ir.Constant(i32, 1), ir.Constant(ir.DoubleType(), 0.0),
-                ])
+                allocated = self.b.call(self._c_function("calloc", i8_ptr, [i64, i64]), [
+                    self.b.mul(threads, total), ir.Constant(i64, scalar_t.itemsize)])
                 inside = self.b.block
             buffer = self.b.phi(i8_ptr)
             buffer.add_incoming(ir.Constant(i8_ptr, None), before)
@@ -410,6 +405,20 @@ class ParallelLoops:
 
                 self._counted_loop(ir.Constant(i64, 0), self.b.zext(nthreads, i64),
                                    ir.Constant(i64, 1), [], [], per_thread)
+        self._free_copies(copies)
+
+    def _free_copies(self, copies: list[tuple[ir.Value, ir.Value]]) -> None:
+        free = self._c_function("free", void, [i8_ptr])
+        for buffer, _ in copies:  # free(NULL) does nothing
+            self.b.call(free, [buffer])
+
+    def _c_function(self, name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
+        """A C library function (the private copies' memory is the C heap's: no call into
+        the runtime, whichever path the kernel was called on)."""
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(ret, args), name)
 
     def _merge_helper(self, scalar_t: T.ScalarType) -> ir.Function:
         """``merge(array, copies, count, threads)``: ``array[k] += copies[t * count + k]``
@@ -479,9 +488,13 @@ class ParallelLoops:
             nthreads = self.b.select(self._small_enough(targets), nthreads, ir.Constant(i32, 1))
         copies = self._private_copies(targets, extents, nthreads, many_updates)
         if many_updates:  # a copy memory could not hold: a MemoryError, not a crash
+            failed: ir.Value = ir.Constant(ir.IntType(1), 0)
             for buffer, _ in copies:
-                failed = self.b.icmp_unsigned("==", buffer, ir.Constant(i8_ptr, None))
-                self._fail_if(failed, ErrorCode.MEMORY, op, "allocation", stop=True)
+                failed = self.b.or_(failed, self.b.icmp_unsigned("==", buffer,
+                                                                  ir.Constant(i8_ptr, None)))
+            with self.b.if_then(failed, likely=False):
+                self._free_copies(copies)
+            self._fail_if(failed, ErrorCode.MEMORY, op, "allocation", stop=True)
         # the context: a header run_team fills in, then the status, extents, captured
         # values, private copies and reduction partials
         fields: list[ir.Value] = [self.status, *extents]
