@@ -13,7 +13,7 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.runtime.arguments import Parameter, parameter_for
-from kdsl.runtime.kernel import Kernel
+from kdsl.runtime.kernel import DerivedKernel, Kernel
 
 if TYPE_CHECKING:
     from kdsl.frontend.scope import VariableType
@@ -62,7 +62,7 @@ def _check_differentiable(p: Parameter, kernel_name: str) -> None:
                         "taken with respect to floating-point arguments only")
 
 
-class GradientKernel(Kernel):
+class GradientKernel(DerivedKernel):
     """The gradient of a kernel, compiled as a kernel: its arguments, then one adjoint
     array per differentiated array argument (added into)."""
 
@@ -95,7 +95,7 @@ class GradientKernel(Kernel):
         params = self.primal_parameters(args[:count])
         adjoints = [p for k, p in enumerate(params) if k in self.argnums and _is_array(p)]
         return params + [parameter_for(f"d_{p.name}", None, a)
-                         for p, a in zip(adjoints, args[count:])]
+                         for p, a in zip(adjoints, self.derived_arguments(args, len(adjoints)))]
 
     def _specialise(self, args: tuple, key: Any) -> Any:
         started = time.perf_counter()

@@ -13,10 +13,10 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.runtime.arguments import Parameter, parameter_for
-from kdsl.runtime.kernel import Kernel
+from kdsl.runtime.kernel import DerivedKernel, Kernel
 
 
-class JvpKernel(Kernel):
+class JvpKernel(DerivedKernel):
     """The Jacobian-vector product of a kernel: its arguments, then one tangent per
     differentiated argument; returns the kernel's value and its tangent."""
 
@@ -34,8 +34,8 @@ class JvpKernel(Kernel):
     def parameters(self, args: tuple) -> list[Parameter]:
         count = len(inspect.signature(self.py_function).parameters)
         params = Kernel.parameters(self, args[:count])
-        return params + [_tangent_parameter(params[k], t)
-                         for k, t in zip(self.argnums, args[count:])]
+        tangents = self.derived_arguments(args, len(self.argnums))
+        return params + [_tangent_parameter(params[k], t) for k, t in zip(self.argnums, tangents)]
 
 
 def _tangent_parameter(p: Parameter, tangent: Any) -> Parameter:

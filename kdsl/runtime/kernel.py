@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kdsl.runtime.arguments import Parameter, argument_key, parameter_for
@@ -132,7 +132,7 @@ class Kernel:
             self._check_count(args)
             if hidden_values is None or len(hidden_values) != len(hidden):
                 hidden_values = hidden.read(self.__name__)
-            args = (*args, *hidden_values)
+            args = self.with_hidden(args, hidden_values)
         try:
             key = tuple(map(argument_key, args))
             compiled = self._specialisations.get(key)
@@ -150,12 +150,17 @@ class Kernel:
         args = self.with_defaults(args)
         hidden = self._hidden if self._hidden is not None else self._find_hidden()
         if hidden:
-            args = (*args, *hidden.read(self.__name__, new_call=False))
+            args = self.with_hidden(args, hidden.read(self.__name__, new_call=False))
         key = tuple(map(argument_key, args))
         compiled = self._specialisations.get(key)
         if compiled is None or not compiled.deps.unchanged():
             compiled = self._specialise(args, key)
         return compiled
+
+    def with_hidden(self, args: tuple, hidden_values: Sequence[Any]) -> tuple:
+        """The arguments the compiled code takes: the hidden ones follow the kernel's own
+        (a derived kernel's adjoints or tangents come after them)."""
+        return (*args, *hidden_values)
 
     def _fast_call(self, compiled: CompiledKernel | CudaCompiledKernel, key: Any,
                    hidden: HiddenArguments) -> FastCall | None:
@@ -348,6 +353,35 @@ class Kernel:
         from kdsl.frontend.dependencies import scan_dependencies
 
         return scan_dependencies(self.py_function)
+
+
+class DerivedKernel(Kernel):
+    """A kernel compiled from another's function (a gradient, a Jacobian-vector product):
+    its arguments are the kernel's own, then derived ones (adjoints, tangents). The hidden
+    arguments (captured arrays, the random stream) follow the kernel's own, as in the
+    compiled code's parameters."""
+
+    def own_count(self) -> int:
+        return len(self._parameter_names()[0])
+
+    def with_hidden(self, args: tuple, hidden_values: Sequence[Any]) -> tuple:
+        own = self.own_count()
+        return (*args[:own], *hidden_values, *args[own:])
+
+    def derived_arguments(self, args: tuple, expected: int) -> tuple:
+        """The arguments after the kernel's own (``expected`` of them), passed with the
+        hidden ones or without."""
+        rest = args[self.own_count():]
+        hidden = self._hidden if self._hidden is not None else self._find_hidden()
+        return rest[len(hidden):] if hidden and len(rest) == expected + len(hidden) else rest
+
+    def _check_count(self, args: tuple) -> None:
+        super()._check_count(args[:self.own_count()])
+
+    def _fast_call(self, compiled: CompiledKernel | CudaCompiledKernel, key: Any,
+                   hidden: HiddenArguments) -> FastCall | None:
+        # the compiled call path appends the hidden arguments after all others
+        return None if hidden else super()._fast_call(compiled, key, hidden)
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, debug: bool | None = None,
