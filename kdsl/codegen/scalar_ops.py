@@ -75,6 +75,8 @@ class ScalarEmitter:
         method: Callable[..., ir.Value] | None = getattr(self, f"op_{name}", None)
         if attrs.get("ignore_nan") and t.is_float and self.nan_ignoring_intrinsics:
             return self.nan_ignoring(name, operands)
+        if attrs.get("by_reciprocal") and t.is_float:
+            return self.multiply_by_reciprocal(*operands)
         if method is None:
             return self.math_call(MATH_FUNCTIONS[name], t, operands)
         return method(t, *operands)
@@ -91,6 +93,12 @@ class ScalarEmitter:
         if fn.intrinsic is not None:
             return self.builder.call(callee, operands, fastmath=self.fastmath)
         return self.builder.call(callee, operands)
+
+    def multiply_by_reciprocal(self, a: ir.Value, reciprocal: ir.Value) -> ir.Value:
+        """``a * (1 / b)`` with ``1 / b`` computed once outside a loop: without
+        reassociation, which would turn it back into a division inside the loop."""
+        flags = tuple(flag for flag in self.fastmath if flag != "reassoc")
+        return self.builder.fmul(a, reciprocal, flags=flags)
 
     def nan_ignoring(self, name: str, operands: list[ir.Value]) -> ir.Value:
         """``min``/``max`` with ``ignore_nan``: a NaN operand gives the other one (a

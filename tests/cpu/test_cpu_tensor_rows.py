@@ -82,6 +82,18 @@ def test_lowered_to_one_row_loop_without_temporaries(rng):
     assert text.count(" div ") == 2
 
 
+def test_row_reciprocal_is_not_folded_back_into_a_division(rng):
+    # x * (1 / s) with 1 / s computed once per row: reassociation would make it x / s again,
+    # a vector division per element (the slowest vector operation)
+    from kdsl.codegen import cpu
+
+    x = nonzero_floats(rng, (8, 64), np.float32)
+    for kernel, args in ((softmax, (x, x.copy())),
+                         (layer_norm, (x, x[0].copy(), x[1].copy(), x.copy()))):
+        optimised = str(cpu.optimize(kernel.llvm_ir(*args)))
+        assert not [line for line in optimised.splitlines() if "fdiv" in line and " x " in line]
+
+
 @kd.kernel(fastmath=False)
 def softmax_exact(x, out):
     e = kd.exp(x - kd.max(x, axis=1, keepdims=True))

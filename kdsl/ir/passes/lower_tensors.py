@@ -234,7 +234,8 @@ class TensorLowerer:
                 # a multiplication by the row's reciprocal (hoisted out of the row loop)
                 one = self.convert(self.constant(1, T.element_scalar(operand_type)), operand_type)
                 args = [args[0]] + [self.value("div", one, args[1])]
-                fn = "mul"
+                product = self.builder.create("mul", args, {"by_reciprocal": True}).result
+                return self.convert(product, op.result.type.dtype)
             result = self.builder.create(fn, args).result
             return self.convert(result, op.result.type.dtype)
         offset = len(index) - v.type.ndim
