@@ -17,7 +17,7 @@ from typing import Any
 
 from kdsl import builtins as kb
 from kdsl import types as T
-from kdsl.frontend import neighbor_loops, random_draws, sequence_loops
+from kdsl.frontend import neighbor_loops, parallel_returns, random_draws, sequence_loops
 from kdsl.frontend.analysis import (
     assigned_names,
     first_jump,
@@ -37,6 +37,8 @@ _AUG_REDUCTIONS = {ast.Add: "add", ast.Sub: "add", ast.Mult: "mul", ast.Div: "mu
 
 class LoopLowering(StaticLoopLowering):
     """Turns loops into structured ops."""
+
+    parallel_return: parallel_returns.ParallelReturn | None = None  # the loop being lowered
 
     def note_assumption(self, name: str, vt: VariableType) -> None:
         """Records a type chosen without a declaration; a later mismatch forces a rebuild."""
@@ -412,6 +414,14 @@ class LoopLowering(StaticLoopLowering):
         weak += [False] * len(stops)
         kinds = [reductions[n] for n in names] + ["add"] * len(stops)
         names += stops
+        returned = self._parallel_return_frame(node, returns, brk, extents)
+        if returned is not None:  # return value: keys of the first iteration returning
+            keys = returned.all_key_names()
+            inits += parallel_returns.no_keys(self, returned)
+            weak += [False] * len(keys)
+            kinds += ["min"] * len(keys)
+            names += keys
+        saved_return, self.parallel_return = self.parallel_return, returned
         ivs = [Value(T.i64, n) for n in target_names]
         body_block = Block(ivs + [Value(v.type, n) for v, n in zip(inits, names)])
         outer = dict(self.env)
@@ -421,6 +431,8 @@ class LoopLowering(StaticLoopLowering):
             for name, iv, start, step in zip(target_names, ivs, space.starts, space.steps):
                 self.assign(name, self.induction_value(iv, start, step), node)
             random_draws.enter_iteration(self, ivs, extents, random_loop)
+            if returned is not None:
+                parallel_returns.enter_iteration(self, returned, ivs, extents)
             if stops:  # the iterations after a break or return on this thread are skipped
                 self.if_statement(self._none_stopped(stops), lambda: self.loop_body(node.body, frame),
                                   lambda: None, node)
@@ -437,9 +449,17 @@ class LoopLowering(StaticLoopLowering):
             [body_block], [v.type for v in inits],
         )
         self._finish_loop(outer, names, op.results, weak)
+        self.parallel_return = saved_return
+        if returned is not None:
+            parallel_returns.finish(self, returned, RETURN_FLAG, node)
         if frame.break_flag:
             del self.env[frame.break_flag]
         random_draws.end_parallel(self, random_loop)
+
+    def _parallel_return_frame(self, node: ast.For, returns: bool, breaks: bool,
+                               extents: list[Value]) -> parallel_returns.ParallelReturn | None:
+        arity = parallel_returns.returned_arity(node.body) if returns else 0
+        return parallel_returns.begin(self, arity, breaks, extents, node) if arity else None
 
     def _none_stopped(self, stops: list[str]) -> Value:
         stopped = self.env[stops[0]]

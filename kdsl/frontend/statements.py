@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from kdsl import types as T
-from kdsl.frontend import masks
+from kdsl.frontend import masks, parallel_returns
 from kdsl.frontend.analysis import (
     stmt_may_jump,
 )
@@ -268,6 +268,8 @@ class StatementLowering(LoopLowering):
             self.error("'break' outside a loop", node)
         assert frame.break_flag
         self.env[frame.break_flag] = self.constant(True, T.bool_)
+        if frame.parallel and self.parallel_return is not None:
+            parallel_returns.store_break(self, self.parallel_return)
 
     def stmt_Continue(self, node: ast.Continue) -> None:
         frame = self.loops[-1] if self.loops else None
@@ -277,9 +279,6 @@ class StatementLowering(LoopLowering):
         self.env[frame.continue_flag] = self.constant(True, T.bool_)
 
     def stmt_Return(self, node: ast.Return) -> None:
-        if self.parallel_depth > 0 and node.value is not None:
-            self.error("'return' with a value inside a parallel loop: only a return without "
-                       "a value, and break, may leave one", node)
         if node.value is None:
             values: list[Any] = []
         else:
@@ -291,6 +290,11 @@ class StatementLowering(LoopLowering):
             self.return_arity = len(values)
         elif self.return_arity != len(values):
             self.error("every return of a function must give the same number of values", node)
+        if self.parallel_depth > 0 and values:  # see parallel_returns.py
+            assert self.parallel_return is not None
+            parallel_returns.store(self, self.parallel_return, values, node)
+            self.env[RETURN_FLAG] = self.constant(True, T.bool_)
+            return
         for k, v in enumerate(values):
             name = f"$result{k}"
             if self.uses_return_flag:

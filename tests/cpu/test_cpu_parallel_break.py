@@ -236,16 +236,3 @@ def test_gradient_of_a_loop_left_by_break_is_a_located_error(rng):
         with pytest.raises(kd.CompileError, match="'break' or 'return'") as info:
             differentiate()
         assert "for i in kd.prange" in str(info.value)
-
-
-def test_return_with_a_value_is_still_an_error():
-    @kd.kernel
-    def index_of(a, target):
-        for i in kd.prange(a.shape[0]):
-            if a[i] == target:
-                return i  # here
-        return -1
-
-    with pytest.raises(kd.CompileError, match="only a return without a value") as info:
-        index_of(np.arange(4.0), 2.0)
-    assert "# here" in str(info.value)

@@ -251,12 +251,12 @@ def break_in_ndrange_in_prange(a: kd.Array[kd.f32]):
 
 
 @kd.kernel
-def return_value_in_prange(a: kd.Array[kd.f32]):
+def return_array_in_prange(a: kd.Array[kd.f32]):
     for i in kd.prange(a.shape[0]):
         if a[i] > 2.0:
-            return i  # error: return-prange
+            return a  # error: return-array-prange
         a[i] = 1.0
-    return -1
+    return a
 
 
 @kd.kernel
@@ -443,8 +443,8 @@ CASES = [
     (float_loop_bound, F32, "float-bound", "2.5", ["loop bounds", "integers", "f64"]),
     (break_in_ndrange_in_prange, F32, "break-nested-ndrange", "break",
      ["'break'", "kd.ndrange", "nested in a parallel loop"]),
-    (return_value_in_prange, F32, "return-prange", "return",
-     ["'return' with a value", "parallel loop", "only a return without a value"]),
+    (return_array_in_prange, F32, "return-array-prange", "return",
+     ["parallel loop can return scalars, vectors and matrices", "array"]),
     (assigns_outer_local_in_prange, F32, "outer-assign", "t = a[i]",
      ["'t'", "parallel loop", "reductions"]),
     (reads_reduction_in_prange, F32, "reduction-read", "s  #",
