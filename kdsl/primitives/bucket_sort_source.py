@@ -42,6 +42,9 @@ WORK = 1 << 14  # counters per group (counting sort of ranges below this, radix 
 DENSE = 4  # counting sort when the range is at most this many times the number of keys
 EXPAND = 8  # copies of a key the counting sort writes at once
 SMALL = 32  # at most this many keys are sorted by insertion
+# an index ``& NONNEG`` is provably non-negative: the loops pay no wrap for Python's
+# negative indices
+NONNEG = (1 << 63) - 1
 STACK = 8192  # segments waiting per group
 FINE_BITS = 15  # at most 2^15 fine bins
 BLOCKS = 8  # blocks of the parallel passes
@@ -101,6 +104,17 @@ def _each_key(in_keys: str, body: list[str], first: str = "lo", last: str = "hi"
     )
 
 
+def _count_digits(k: str, bits: int) -> list[str]:
+    """Counts the digits of ``d`` (8 spaces in): the first two without a loop (the one
+    pass or two passes most segments take), any further ones in a loop."""
+    return _indent(_lines(
+        "work[g, kd.i64(d & mask)] += 1",
+        "work[g, radix_at + kd.i64((d >> second) & mask)] += 1",
+        "for p in range(2, passes):",
+        f"    work[g, ((p * radix) & {NONNEG}) + kd.i64((d >> ({k}(p * digit) & {k}({bits - 1}))) & mask)] += 1",
+    ), 8)
+
+
 def _segment_source(k: str, bits: int) -> str:
     """``sort_segments(keys, kb, lo, hi, low, high, work, stack_lo, stack_hi, stack_low,
     stack_high, g)``: sorts the keys of ``kb[lo:hi]`` (all within ``low`` to ``high``)
@@ -135,20 +149,20 @@ def _segment_source(k: str, bits: int) -> str:
         # the keys are copied to the other side while counted when an even number of
         # passes from the array (or an odd one from the buffer) would end in the buffer
         "copy = (passes % 2 == 1) == in_keys",
+        f"second = {k}(digit) & {k}({bits - 1})",
+        f"radix_at = radix & {NONNEG}",
         "if in_keys:",
         "    for q in range(lo, hi):",
         "        k = sort_key(keys[q])",
         "        d = k - low",
-        "        for p in range(passes):",
-        f"            work[g, p * radix + kd.i64((d >> {k}(p * digit)) & mask)] += 1",
+        _count_digits(k, bits),
         "        if copy:",
         "            kb[q] = k",
         "else:",
         "    for q in range(lo, hi):",
         "        k = kb[q]",
         "        d = k - low",
-        "        for p in range(passes):",
-        f"            work[g, p * radix + kd.i64((d >> {k}(p * digit)) & mask)] += 1",
+        _count_digits(k, bits),
         "        if copy:",
         "            keys[q] = value_of_key(k)",
         "if copy:",
@@ -160,20 +174,20 @@ def _segment_source(k: str, bits: int) -> str:
         "        work[g, z] = total",
         "        total += c",
         "for p in range(passes):",
-        "    at = p * radix",
-        f"    shift = {k}(p * digit)",
+        f"    at = (p * radix) & {NONNEG}",
+        f"    shift = {k}(p * digit) & {k}({bits - 1})",
         "    if in_keys:",
         "        for q in range(lo, hi):",
         "            k = sort_key(keys[q])",
         "            z = at + kd.i64(((k - low) >> shift) & mask)",
-        "            j = work[g, z]",
+        f"            j = work[g, z] & {NONNEG}",
         "            work[g, z] = j + 1",
         "            kb[j] = k",
         "    else:",
         "        for q in range(lo, hi):",
         "            k = kb[q]",
         "            z = at + kd.i64(((k - low) >> shift) & mask)",
-        "            j = work[g, z]",
+        f"            j = work[g, z] & {NONNEG}",
         "            work[g, z] = j + 1",
         "            keys[j] = value_of_key(k)",
         "    in_keys = not in_keys",
@@ -200,14 +214,14 @@ def _segment_source(k: str, bits: int) -> str:
         "    for q in range(lo, hi):",
         "        k = sort_key(keys[q])",
         "        z = kd.i64((k - low) >> shift)",
-        "        j = work[g, z]",
+        f"        j = work[g, z] & {NONNEG}",
         "        work[g, z] = j + 1",
         "        kb[j] = k",
         "else:",
         "    for q in range(lo, hi):",
         "        k = kb[q]",
         "        z = kd.i64((k - low) >> shift)",
-        "        j = work[g, z]",
+        f"        j = work[g, z] & {NONNEG}",
         "        work[g, z] = j + 1",
         "        keys[j] = value_of_key(k)",
     )
@@ -230,7 +244,7 @@ def _segment_source(k: str, bits: int) -> str:
         "first = stack_lo[g, sp]",
         "hi = stack_hi[g, sp]",
         "in_keys = first < 0",  # a segment in the array is stored as -1 - lo
-        "lo = -1 - first if in_keys else first",
+        f"lo = (-1 - first if in_keys else first) & {NONNEG}",
         "m = hi - lo",
         f"if m <= {SMALL}:",
         _indent(small, 4),
