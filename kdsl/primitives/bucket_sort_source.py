@@ -127,7 +127,7 @@ def _segment_source(k: str, bits: int) -> str:
         # EXPAND copies of each key are written at once (a count above EXPAND takes a
         # loop); the copies past its count are overwritten by the keys after it
         "for z in range(span + 1):",
-        "    c = work[g, z]",
+        f"    c = work[g, z] & {NONNEG}",
         f"    v = value_of_key(low + {k}(z))",
         f"    if p + {EXPAND} <= hi:",
         f"        for r in range({EXPAND}):",
@@ -318,7 +318,7 @@ def _sort_source(t: T.ScalarType) -> str:
         "        size_bits += 1",
         # fine bins: about one per 16 keys, at most 2^15, at most one per key value
         f"    fine_bits = min(min(max(size_bits - 4, 8), {FINE_BITS}), width)",
-        f"    shift = {k}(width - fine_bits)",
+        f"    shift = {k}(width - fine_bits) & {k}({bits - 1})",
         "    bins = kd.i64((high - low) >> shift) + 1",
         f"    nb = min(max(n // 65536, 1), {BLOCKS})",
         "    fine = kd.empty((nb, bins), kd.i32)",
@@ -328,7 +328,7 @@ def _sort_source(t: T.ScalarType) -> str:
         "        for i in range(c * n // nb, (c + 1) * n // nb):",
         "            fine[c, kd.i64((sort_key(keys[i]) - low) >> shift)] += 1",
         # consecutive fine bins grouped into buckets of about TARGET keys
-        "    bucket_of = kd.empty(bins, kd.i32)",
+        "    bucket_of = kd.empty(bins, kd.u32)",
         # the bounds of each bucket's keys: its first and last nonempty fine bins
         f"    bucket_low = kd.empty(bins, {k})",
         f"    bucket_high = kd.empty(bins, {k})",
@@ -341,7 +341,7 @@ def _sort_source(t: T.ScalarType) -> str:
         f"        if held > 0 and held + here > {TARGET}:",
         "            buckets += 1",
         "            held = 0",
-        "        bucket_of[f] = kd.i32(buckets)",
+        "        bucket_of[f] = kd.u32(buckets)",
         "        if here > 0:",
         f"            edge = low + ({k}(f) << shift)",
         "            if held == 0:",
@@ -369,7 +369,7 @@ def _sort_source(t: T.ScalarType) -> str:
         "        for i in range(c * n // nb, (c + 1) * n // nb):",
         "            key = sort_key(keys[i])",
         "            to = bucket_of[kd.i64((key - low) >> shift)]",
-        "            slot = slots[c, to]",
+        f"            slot = slots[c, to] & {NONNEG}",
         "            slots[c, to] = slot + 1",
         "            kb[slot] = key",
         f"    groups = min(buckets, {GROUPS})",
