@@ -46,11 +46,7 @@ class LoopTapes(EmitterBase):
         trip = self._trip_count(start, stop, step)
         tape = LoopTape(trip, {}, start, step)
         if stored or state:
-            self._plan_checkpoints(tape)
-            assert tape.segments is not None
-            tape.storage = self._storage(stored, tape.segments)
-            tape.snapshots = {a: snapshot_storage(self, m.get(a, a), tape.segments)
-                              for a in state}
+            self._plan_storage(tape, stored, state, m)
 
         def save(new: Block) -> None:
             if not stored and not state:
@@ -69,6 +65,15 @@ class LoopTapes(EmitterBase):
             m[old] = fresh
         self.b.block.append(new)
         return tape
+
+    def _plan_storage(self, tape: LoopTape, stored: Sequence[Value], state: Sequence[Value],
+                      m: dict[Value, Value]) -> None:
+        """The checkpoints of ``tape``'s loop and the storage they fill: the loop-carried
+        values in ``stored`` and copies of the arrays in ``state``, one per segment."""
+        self._plan_checkpoints(tape)
+        assert tape.segments is not None
+        tape.storage = self._storage(stored, tape.segments)
+        tape.snapshots = {a: snapshot_storage(self, m.get(a, a), tape.segments) for a in state}
 
     def _plan_checkpoints(self, tape: LoopTape) -> None:
         """Segments of about sqrt(trip) iterations for loops of more than
@@ -144,11 +149,7 @@ class LoopTapes(EmitterBase):
         stored = [a for a in WhileOp(op).body.args if a in self.needed]
         tape = LoopTape(count)
         if stored or state:
-            self._plan_checkpoints(tape)
-            assert tape.segments is not None
-            tape.storage = self._storage(stored, tape.segments)
-            tape.snapshots = {a: snapshot_storage(self, m.get(a, a), tape.segments)
-                              for a in state}
+            self._plan_storage(tape, stored, state, m)
             after_run = self.take_snapshots(state, m)
             self.restore_snapshots(before_run, m)
             inner = dict(m)
