@@ -28,9 +28,15 @@ class LoadedCode:
         self.kind = kind  # "shared" or "jit"
         # the finalizer holds what unloading needs, never self; at exit the process goes
         # away with the code still loaded (other objects' finalizers may still call it)
-        finalizer = weakref.finalize(self, unload)
-        finalizer.atexit = False
+        self._finalizer = weakref.finalize(self, unload)
+        self._finalizer.atexit = False
         _live.add(self)
+
+    def keep_forever(self) -> None:
+        """Never unloads the code (the runtime's own helpers): no longer counted as live.
+        What unloading would free (a JIT engine) is kept with the code."""
+        self._never_freed = self._finalizer.detach()
+        _live.discard(self)
 
     def __getitem__(self, symbol: str) -> int:
         return self.addresses[symbol]

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 MAX_ARGUMENTS = 12
 MAX_STATUS_SLOTS = 64
-_HEADER_WORDS = 13
+_HEADER_WORDS = 16  # the words before the arguments' (see FastCall)
 _WORDS_PER_ARGUMENT = 5
 _SCALAR_OFFSET = 16  # a Python float's and a NumPy scalar's value, after the object header
 # argument kinds: an array; a scalar read as a C double ("d": float, np.float64; "s":
@@ -280,9 +280,6 @@ class _Emitter(MadeArrayResults):
         return obj
 
 
-_engines: list[Any] = []  # the JIT engines holding the entry points' code
-
-
 def _entry_name(kinds: str, allocating: bool, result_ndim: int) -> str:
     suffix = ("_made" if allocating else "") + (f"_array{result_ndim}" if result_ndim >= 0 else "")
     return f"kdsl_fast_call_{kinds}{suffix}"
@@ -292,23 +289,16 @@ def _entry_name(kinds: str, allocating: bool, result_ndim: int) -> str:
 def _entry_point(kinds: str, allocating: bool = False, result_ndim: int = -1) -> int:
     """The address of the checking entry point for a pattern of argument kinds, for
     kernels that make arrays (``allocating``) and return one array of ``result_ndim``
-    axes (-1: other results)."""
-    from llvmlite import ir
+    axes (-1: other results): from the disk cache, or built once."""
+    from kdsl.runtime.helper_code import load_helper
 
-    from kdsl.codegen.cpu import llvm, target_machine
+    name = _entry_name(kinds, allocating, result_ndim)
 
-    binding = llvm()
-    module = ir.Module(_entry_name(kinds, allocating, result_ndim))
-    module.triple = binding.get_process_triple()
-    emitter = _Emitter(module, kinds, allocating, result_ndim)
-    emitter.emit()
-    parsed = binding.parse_assembly(str(module))
-    parsed.verify()
-    engine = binding.create_mcjit_compiler(parsed, target_machine())
-    engine.finalize_object()
-    _engines.append(engine)
-    return int(engine.get_function_address(emitter.name))
+    def emit(module: Any) -> None:
+        _Emitter(module, kinds, allocating, result_ndim).emit()
 
+    code = load_helper(name, [name], emit, (repr(_layout()),))
+    return code[name]
 
 
 def argument_kinds(compiled: CompiledKernel, key: Any) -> str | None:
@@ -390,6 +380,8 @@ class FastCall:
             api_address("PyEval_SaveThread"), api_address("PyEval_RestoreThread"),
             1 if compiled.results else 0, len(compiled.params),
             api_address("PyLong_AsLongLongAndOverflow"), id(True),
+            # the words fast_call_results.API_WORDS names
+            api_address("PyTuple_New"), api_address("PyTuple_SetItem"), api_address("Py_DecRef"),
         ]
         self._keep: list[Any] = []  # the descrs and types the table names stay alive
         for k, (p, kind, part) in enumerate(zip(compiled.params, kinds, key)):

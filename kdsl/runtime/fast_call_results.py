@@ -16,6 +16,12 @@ def api_address(name: str) -> int:
     return int(ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value or 0)
 
 
+# the words of a specialisation's table (fast_call.FastCall) that hold the functions of
+# Python's C API this part calls: the machine code names no address of its own process,
+# so one build of it serves every process (see helper_code)
+API_WORDS = {"Py_IncRef": 5, "PyTuple_New": 13, "PyTuple_SetItem": 14, "Py_DecRef": 15}
+
+
 class MadeArrayResults:
     """Emits the return of the arrays a call made (mixed into fast_call's emitter)."""
 
@@ -130,7 +136,5 @@ class MadeArrayResults:
         b.position_at_end(done)
 
     def api(self, name: str, result: Any, args: list[Any]) -> Any:
-        """Calls a function of Python's C API."""
-        t = self.ir.FunctionType(result, [a.type for a in args])
-        address = self.ir.Constant(self.i64, api_address(name))
-        return self.b.call(self.b.inttoptr(address, t.as_pointer()), args)
+        """Calls a function of Python's C API (its address read from the table)."""
+        return self.call_word(API_WORDS[name], result, args)

@@ -4,7 +4,7 @@ call path (``fast_call``).
 A call on that path keeps, on its own stack, a *record* of the arrays it made, and
 passes it to the allocation hooks through the words before the status slots (the call
 token): ``token[-2]`` is ``RECORD_MAGIC`` and ``token[-1]`` the record's address. The
-hooks of this module (machine code, built once per process with llvmlite) make small
+hooks of this module (machine code, kept in the disk cache, see helper_code) make small
 arrays with NumPy's C API and larger ones (pooled memory, see ``symbols``) through
 ``symbols.allocate_object``, holding the GIL only meanwhile, and keep each new array's
 reference in the record; the entry point then returns the result array itself and drops
@@ -35,7 +35,6 @@ HEADER_WORDS = 2  # the magic and the record's address, before the status slots
 SMALL_DIMENSION = 1 << 24  # sizes beyond it go to Python (no overflow in the product)
 _NUMPY_EMPTY, _NUMPY_ZEROS = 184, 183  # PyArray_Empty, PyArray_Zeros in NumPy's API table
 _lock = threading.Lock()
-_engines: list[Any] = []
 _keep_alive: list[Any] = []
 
 
@@ -75,12 +74,35 @@ def _numpy_api() -> tuple[int, int] | None:
     return int(empty), int(zeros)
 
 
-class _Emitter:
-    """Emits the two hooks: ``allocate`` and ``release`` (runtime_hooks' signatures)."""
+# the words of the hooks' table (helper_code.ProcessWords): Python's C API, NumPy's
+# array makers, the Python hooks and objects, then one descr per scalar type code
+_API = ("PyGILState_Ensure", "PyGILState_Release", "Py_IncRef", "Py_DecRef",
+        "PyObject_CallFunction", "PyErr_Clear")
+_WORD_NAMES = [*_API, "numpy_empty", "numpy_zeros", "python_allocate", "python_release",
+               "allocate_object", "None", *(f"descr{k}" for k in range(len(T.SCALAR_TYPES)))]
+_INIT = "kdsl_native_allocation_init"
 
-    def __init__(self, module: Any, python_allocate: int, python_release: int,
-                 numpy_api: tuple[int, int]) -> None:
+
+def _process_words(python_allocate: int, python_release: int,
+                   numpy_api: tuple[int, int]) -> list[int]:
+    """This process's values of ``_WORD_NAMES``."""
+    from kdsl.runtime.symbols import allocate_object
+
+    dtypes = [np.dtype(s.numpy_dtype) for s in T.SCALAR_TYPES]
+    _keep_alive.extend(dtypes)
+    _keep_alive.append(allocate_object)
+    return [*(api_address(name) for name in _API), *numpy_api, python_allocate,
+            python_release, id(allocate_object), id(None), *(id(d) for d in dtypes)]
+
+
+class _Emitter:
+    """Emits the two hooks: ``allocate`` and ``release`` (runtime_hooks' signatures),
+    and the init function that hands them this process's words."""
+
+    def __init__(self, module: Any) -> None:
         from llvmlite import ir
+
+        from kdsl.runtime.helper_code import ProcessWords
 
         self.ir = ir
         self.module = module
@@ -90,19 +112,14 @@ class _Emitter:
         self.allocate_t = ir.FunctionType(self.i8p, [self.i64, self.i32, self.i32, self.i64p,
                                                      self.i32, self.f64])
         self.release_t = ir.FunctionType(ir.VoidType(), [self.i64, self.i8p])
-        self.python_allocate = python_allocate
-        self.python_release = python_release
-        self.numpy_empty, self.numpy_zeros = numpy_api
+        self.words = ProcessWords(_WORD_NAMES)
+        self.words.emit(module, _INIT)
         self.data_offset = ndarray_offsets()[0]
-        dtypes = [np.dtype(s.numpy_dtype) for s in T.SCALAR_TYPES]
-        _keep_alive.extend(dtypes)
-        self.descrs = self.table("kdsl.descrs", [id(d) for d in dtypes])
-        self.itemsizes = self.table("kdsl.itemsizes", [d.itemsize for d in dtypes])
-        from kdsl.runtime.symbols import TEMPORARIES, allocate_object
+        self.itemsizes = self.table("kdsl.itemsizes",
+                                    [np.dtype(s.numpy_dtype).itemsize for s in T.SCALAR_TYPES])
+        from kdsl.runtime.symbols import TEMPORARIES
 
         self.smallest = TEMPORARIES.smallest
-        self.allocate_object = id(allocate_object)
-        _keep_alive.append(allocate_object)
         fmt = bytearray(b"iiLid\0")
         self.format = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), len(fmt)), "kdsl.fmt")
         self.format.initializer = ir.Constant(ir.ArrayType(ir.IntType(8), len(fmt)), fmt)
@@ -119,13 +136,13 @@ class _Emitter:
     def const(self, value: int) -> Any:
         return self.ir.Constant(self.i64, value)
 
-    def call(self, b: Any, address: int, result: Any, args: list[Any], var_arg: bool = False,
+    def call(self, b: Any, word: str, result: Any, args: list[Any], var_arg: bool = False,
              fixed: int | None = None) -> Any:
-        """Calls the function at ``address`` (the first ``fixed`` arguments typed, the
-        rest variadic)."""
+        """Calls the function whose address is the word ``word`` (the first ``fixed``
+        arguments typed, the rest variadic)."""
         types = [a.type for a in args][:fixed] if var_arg else [a.type for a in args]
         t = self.ir.FunctionType(result, types, var_arg=var_arg)
-        return b.call(b.inttoptr(self.const(address), t.as_pointer()), args)
+        return b.call(b.inttoptr(self.words.load(b, word), t.as_pointer()), args)
 
     def record_of(self, b: Any, token: Any, python: Any) -> Any:
         """The call's record; calls without one return ``python(b)`` here."""
@@ -136,13 +153,13 @@ class _Emitter:
         return b.inttoptr(b.load(b.gep(header, [self.const(1)])), self.i64p)
 
     def gil(self, b: Any) -> Any:
-        return self.call(b, api_address("PyGILState_Ensure"), self.i32, [])
+        return self.call(b, "PyGILState_Ensure", self.i32, [])
 
     def ungil(self, b: Any, state: Any) -> None:
-        self.call(b, api_address("PyGILState_Release"), self.ir.VoidType(), [state])
+        self.call(b, "PyGILState_Release", self.ir.VoidType(), [state])
 
     def decref(self, b: Any, obj: Any) -> None:
-        self.call(b, api_address("Py_DecRef"), self.ir.VoidType(), [obj])
+        self.call(b, "Py_DecRef", self.ir.VoidType(), [obj])
 
     def is_small(self, b: Any, code: Any, ndim: Any, shape: Any) -> Any:
         """Whether the array has fewer bytes than the pool's smallest (the product kept
@@ -183,7 +200,7 @@ class _Emitter:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
 
         def python(b: Any) -> None:
-            b.ret(self.call(b, self.python_allocate, self.i8p, list(fn.args)))
+            b.ret(self.call(b, "python_allocate", self.i8p, list(fn.args)))
 
         record = self.record_of(b, token, python)
         state = self.gil(b)
@@ -199,11 +216,10 @@ class _Emitter:
         made = fn.append_basic_block("made")
         b.cbranch(small, native, through_python)
         b.position_at_end(native)
-        descr = b.inttoptr(b.load(b.gep(self.descrs, [self.const(0), b.zext(code, self.i64)])),
-                           self.i8p)
-        self.call(b, api_address("Py_IncRef"), ir.VoidType(), [descr])  # the call steals it
+        descr = b.inttoptr(self.words.load(b, "descr0", b.zext(code, self.i64)), self.i8p)
+        self.call(b, "Py_IncRef", ir.VoidType(), [descr])  # the call steals it
         maker = b.select(b.icmp_signed("==", fill, ir.Constant(self.i32, 0)),
-                         self.const(self.numpy_empty), self.const(self.numpy_zeros))
+                         self.words.load(b, "numpy_empty"), self.words.load(b, "numpy_zeros"))
         maker_t = ir.FunctionType(self.i8p, [self.i32, self.i64p, self.i8p, self.i32])
         from_numpy = b.call(b.inttoptr(maker, maker_t.as_pointer()),
                             [ndim, shape, descr, ir.Constant(self.i32, 0)])
@@ -211,8 +227,8 @@ class _Emitter:
         b.position_at_end(through_python)
         fmt = b.bitcast(self.format, self.i8p)
         from_python = self.call(
-            b, api_address("PyObject_CallFunction"), self.i8p,
-            [b.inttoptr(self.const(self.allocate_object), self.i8p), fmt, code, ndim,
+            b, "PyObject_CallFunction", self.i8p,
+            [b.inttoptr(self.words.load(b, "allocate_object"), self.i8p), fmt, code, ndim,
              b.ptrtoint(shape, self.i64), fill, value], var_arg=True, fixed=2)
         b.branch(made)
         b.position_at_end(made)
@@ -221,10 +237,10 @@ class _Emitter:
         obj.add_incoming(from_python, through_python)
         null = ir.Constant(self.i8p, None)
         with b.if_then(b.icmp_unsigned("==", obj, null), likely=False):
-            self.call(b, api_address("PyErr_Clear"), ir.VoidType(), [])
+            self.call(b, "PyErr_Clear", ir.VoidType(), [])
             self.ungil(b, state)
             b.ret(null)
-        none = b.inttoptr(self.const(id(None)), self.i8p)
+        none = b.inttoptr(self.words.load(b, "None"), self.i8p)
         with b.if_then(b.icmp_unsigned("==", obj, none), likely=False):
             self.decref(b, obj)
             self.ungil(b, state)
@@ -243,7 +259,7 @@ class _Emitter:
         b = ir.IRBuilder(fn.append_basic_block("entry"))
 
         def python(b: Any) -> None:
-            self.call(b, self.python_release, ir.VoidType(), list(fn.args))
+            self.call(b, "python_release", ir.VoidType(), list(fn.args))
             b.ret_void()
 
         record = self.record_of(b, token, python)
@@ -285,31 +301,28 @@ class _Emitter:
 def native_hooks() -> tuple[int, int] | None:
     """The addresses of the native allocate and release hooks; None where this Python
     or NumPy build is not one they know."""
+    from kdsl.runtime.helper_code import ProcessWords, load_helper
     from kdsl.runtime.symbols import hook_table
 
     numpy_api = _numpy_api()
     if numpy_api is None:
         return None
-    from llvmlite import ir
-
     from kdsl.codegen.abi import HOOK_ORDER
-    from kdsl.codegen.cpu import llvm, target_machine
 
     table = hook_table()
-    python_allocate = table[HOOK_ORDER.index("allocate")]
-    python_release = table[HOOK_ORDER.index("release")]
-    binding = llvm()
-    module = ir.Module("kdsl_native_allocation")
-    module.triple = binding.get_process_triple()
-    emitter = _Emitter(module, python_allocate, python_release, numpy_api)
-    names = emitter.emit_allocate(), emitter.emit_release()
+    words = _process_words(table[HOOK_ORDER.index("allocate")],
+                           table[HOOK_ORDER.index("release")], numpy_api)
+    names = ["kdsl_native_allocate", "kdsl_native_release"]
+
+    def emit(module: Any) -> None:
+        emitter = _Emitter(module)
+        emitter.emit_allocate()
+        emitter.emit_release()
+
     with _lock:
-        parsed = binding.parse_assembly(str(module))
-        parsed.verify()
-        engine = binding.create_mcjit_compiler(parsed, target_machine())
-        engine.finalize_object()
-        _engines.append(engine)
-    return tuple(int(engine.get_function_address(n)) for n in names)  # type: ignore[return-value]
+        code = load_helper("kdsl_native_allocation", [*names, _INIT], emit)
+        ProcessWords.fill(code, _INIT, words)
+    return code[names[0]], code[names[1]]
 
 
 @cache
