@@ -16,7 +16,8 @@ The keys are sorted as order-preserving unsigned keys (keys.py) less the smalles
    cache, into its final place in the array: a bucket whose keys lie in a narrow range
    by counting sort (it writes each key as often as it was counted); a few keys by
    insertion; up to ``CACHE`` keys by an LSD radix sort of up to 11 bits a pass (only the
-   bits of the bucket's own range); a larger bucket is first split serially by its top
+   bits of the bucket's own range; two passes go through the group's scratch, so they
+   end in the array without a copy); a larger bucket is first split serially by its top
    11 bits into sub-buckets that are sorted the same way (a stack of segments per group,
    each segment in the buffer or in the array). A segment's keys are known to lie
    between bounds (the edges of the bucket's first and last nonempty fine bins, or of
@@ -192,6 +193,40 @@ def _segment_source(k: str, bits: int) -> str:
         "            keys[j] = value_of_key(k)",
         "    in_keys = not in_keys",
     )
+    # two passes of a segment that fits the group's scratch: source to scratch to the
+    # array, with no copy to make the passes end in the array
+    two_passes = _lines(
+        "digit = (width + 1) // 2",
+        "radix = kd.i64(1) << digit",
+        f"mask = {k}(radix - 1)",
+        f"second = {k}(digit) & {k}({bits - 1})",
+        f"radix_at = radix & {NONNEG}",
+        "for z in range(2 * radix):",
+        "    work[g, z] = 0",
+        _each_key("in_keys", ["d = k - low",
+                              "work[g, kd.i64(d & mask)] += 1",
+                              "work[g, radix_at + kd.i64((d >> second) & mask)] += 1"]),
+        "total = kd.i64(0)",
+        "for z in range(radix):",
+        "    c = work[g, z]",
+        "    work[g, z] = total",
+        "    total += c",
+        "total = lo",
+        "for z in range(radix, 2 * radix):",
+        "    c = work[g, z]",
+        "    work[g, z] = total",
+        "    total += c",
+        _each_key("in_keys", ["z = kd.i64((k - low) & mask)",
+                              f"j = work[g, z] & {NONNEG}",
+                              "work[g, z] = j + 1",
+                              "scratch[g, j] = k"]),
+        "for q in range(m):",
+        "    k = scratch[g, q]",
+        "    z = radix_at + kd.i64(((k - low) >> second) & mask)",
+        f"    j = work[g, z] & {NONNEG}",
+        "    work[g, z] = j + 1",
+        "    keys[j] = value_of_key(k)",
+    )
     split = _lines(
         f"shift = {k}(width - {RADIX_BITS})",
         f"for z in range({1 << RADIX_BITS}):",
@@ -265,6 +300,9 @@ def _segment_source(k: str, bits: int) -> str:
         "width = 0",
         f"while width < {bits} and ((high - low) >> {k}(width)) != 0:",
         "    width += 1",
+        f"if m <= {CACHE} and width > {RADIX_BITS} and width <= {2 * RADIX_BITS}:",
+        _indent(two_passes, 4),
+        "    continue",
         f"if m <= {CACHE} or width <= {RADIX_BITS} or sp + {1 << RADIX_BITS} > stack_lo.shape[1]:",
         _indent(lsd, 4),
         "    continue",
@@ -272,8 +310,8 @@ def _segment_source(k: str, bits: int) -> str:
     )
     return "\n".join(_lines(
         "@kd.func",
-        "def sort_segments(keys, kb, lo0, hi0, low0, high0, work, stack_lo, stack_hi, stack_low,",
-        "                  stack_high, g):",
+        "def sort_segments(keys, kb, lo0, hi0, low0, high0, work, scratch, stack_lo, stack_hi,",
+        "                  stack_low, stack_high, g):",
         "    stack_lo[g, 0] = lo0",
         "    stack_hi[g, 0] = hi0",
         "    stack_low[g, 0] = low0",
@@ -326,7 +364,7 @@ def _sort_source(t: T.ScalarType) -> str:
         "        for f in range(bins):",
         "            fine[c, f] = 0",
         "        for i in range(c * n // nb, (c + 1) * n // nb):",
-        "            fine[c, kd.i64((sort_key(keys[i]) - low) >> shift)] += 1",
+        f"            fine[c, kd.i64((sort_key(keys[i]) - low) >> (shift & {k}({bits - 1})))] += 1",
         # consecutive fine bins grouped into buckets of about TARGET keys
         "    bucket_of = kd.empty(bins, kd.u32)",
         # the bounds of each bucket's keys: its first and last nonempty fine bins
@@ -368,12 +406,13 @@ def _sort_source(t: T.ScalarType) -> str:
         "    for c in kd.prange(nb):",
         "        for i in range(c * n // nb, (c + 1) * n // nb):",
         "            key = sort_key(keys[i])",
-        "            to = bucket_of[kd.i64((key - low) >> shift)]",
+        f"            to = bucket_of[kd.i64((key - low) >> (shift & {k}({bits - 1})))]",
         f"            slot = slots[c, to] & {NONNEG}",
         "            slots[c, to] = slot + 1",
         "            kb[slot] = key",
         f"    groups = min(buckets, {GROUPS})",
         f"    work = kd.empty((groups, {WORK}), kd.i64)",
+        f"    scratch = kd.empty((groups, {CACHE}), {k})",
         f"    stack_lo = kd.empty((groups, {STACK}), kd.i64)",
         f"    stack_hi = kd.empty((groups, {STACK}), kd.i64)",
         f"    stack_low = kd.empty((groups, {STACK}), {k})",
@@ -381,7 +420,7 @@ def _sort_source(t: T.ScalarType) -> str:
         "    for g in kd.prange(groups):",
         "        for e in range(g * buckets // groups, (g + 1) * buckets // groups):",
         "            sort_segments(keys, kb, starts[e], starts[e + 1], bucket_low[e], bucket_high[e],",
-        "                          work, stack_lo, stack_hi, stack_low, stack_high, g)",
+        "                          work, scratch, stack_lo, stack_hi, stack_low, stack_high, g)",
     )) + "\n"
 
 
