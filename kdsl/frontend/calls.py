@@ -210,6 +210,17 @@ def _pow(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     return lo.binary("pow", a, b, node)
 
 
+@builtin(math.pow)
+def _math_pow(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    """Python's math.pow: both operands converted to float, a float result."""
+    _arity(lo, node, args, 2, "math.pow")
+    values = _values(lo, node, args)
+    if not all(isinstance(v.type, T.ScalarType) for v in values):
+        lo.error(f"math.pow() needs scalars, got {', '.join(str(v.type) for v in values)}", node)
+    a, b = (lo.coerce(v, T.f64, node) for v in values)
+    return lo.mark_weak(lo.strong(lo.binary("pow", a, b, node)))
+
+
 @builtin(kb.clamp, np.clip)
 def _clamp(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _arity(lo, node, args, 3, "clamp")

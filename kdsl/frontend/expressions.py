@@ -244,18 +244,21 @@ class ExpressionLowering(VectorLowering, TensorLowering):
 
         def chain(values: list[ast.expr]) -> Value:
             first = self.value(values[0])
-            if first.type != T.bool_:
+            if not isinstance(first.type, T.ScalarType):
                 self.error(
-                    f"'{'and' if is_and else 'or'}' needs bool operands (comparisons), "
-                    f"got {first.type}", values[0],
+                    f"'{'and' if is_and else 'or'}' needs scalar operands, got {first.type}",
+                    values[0],
                 )
             if len(values) == 1:
                 return first
             rest = lambda: chain(values[1:])  # noqa: E731
-            fixed = lambda: self.constant(not is_and, T.bool_)  # noqa: E731
+            # as in Python: the first operand itself where it decides (a number, or a bool)
+            fixed = lambda: (self.constant(not is_and, T.bool_)  # noqa: E731
+                             if first.type == T.bool_ else first)
+            truth = self.truth(first, values[0])
             if is_and:
-                return self.conditional_value(first, rest, fixed, node)
-            return self.conditional_value(first, fixed, rest, node)
+                return self.conditional_value(truth, rest, fixed, node)
+            return self.conditional_value(truth, fixed, rest, node)
 
         return chain(node.values)
 

@@ -356,8 +356,9 @@ def two_reduction_operations(a: kd.Array[kd.f32]):
 
 
 @kd.kernel
-def and_of_floats(a: kd.Array[kd.f32]):
-    if a[0] and a[1] > 0:  # error: and-floats
+def and_of_vectors(a: kd.Array[kd.f32]):
+    v = kd.vec3(a[0])
+    if v and a[1] > 0:  # error: and-vectors
         a[0] = 1.0
 
 
@@ -461,7 +462,7 @@ CASES = [
     (ndrange_with_one_variable, F32, "ndrange-targets", "i", ["2 loop variable"]),
     (zero_range_step, F32, "zero-step", "range(0, 4, 0)", ["step", "zero"]),
     (two_reduction_operations, F32, "two-reductions", "s = min", ["'s'", "two different"]),
-    (and_of_floats, F32, "and-floats", "a[0] and", ["'and'", "bool", "f32"]),
+    (and_of_vectors, F32, "and-vectors", "v and", ["'and'", "scalar", "vec3"]),
     (shift_of_a_float, F32, "shift-float", "a[0] << 1", ["<<", "integers", "f32"]),
     (unpacks_a_scalar, F32, "unpack", "x, y = a[0]", ["unpack"]),
 ]

@@ -1,0 +1,41 @@
+"""Python's own semantics in kernels (API.md sections 2 and 3): ``and``/``or`` give one of
+their operands and evaluate the second only when needed, ``math`` functions compute in
+double precision, conditional expressions and chained comparisons, serial and parallel."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from kdsl_cpu_util import check
+
+import kdsl as kd
+
+
+@kd.kernel
+def operands_decide(a: kd.Array[kd.i64], x: kd.Array[kd.f64], flags: kd.Array[kd.u8],
+                    out: kd.Array[kd.f64, 2]):
+    for i in kd.prange(a.shape[0]):
+        j = i + 1
+        # the second operand is read only when the first does not decide (j may be past
+        # the end, which debug mode would report)
+        ahead = j < a.shape[0] and a[j] > a[i]
+        out[i, 0] = a[i] or x[i]  # the first operand where it is true, else the second
+        out[i, 1] = a[i] and x[i]
+        out[i, 2] = 1.0 if flags[i] or ahead else 0.0
+        out[i, 3] = (x[i] and a[i] or -1) * 2
+        out[i, 4] = 1.0 if not flags[i] and 0 < a[i] <= 2 else -1.0
+        out[i, 5] = math.pow(a[i], 2) + math.pow(x[i] + 3.0, -1.5)  # floats, as Python's math
+
+
+def test_and_or_give_one_of_their_operands(rng):
+    n = 40
+    a = rng.integers(-1, 3, n)
+    x = rng.choice([0.0, 1.5, -2.25], n)
+    flags = rng.integers(0, 2, n).astype(np.uint8)
+    out = np.zeros((n, 6))
+    check(operands_decide, a, x, flags, out, rtol=1e-14)  # pow: within 4 ulp
+    for i in range(n):
+        assert out[i, 0] == (a[i] or x[i]) and out[i, 1] == (a[i] and x[i])
+    debug = kd.kernel(operands_decide.py_function, debug=True)
+    debug(a, x, flags, out)  # no out-of-bounds read of a[n]
