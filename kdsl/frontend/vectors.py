@@ -205,13 +205,19 @@ class VectorLowering(LoweringBase):
     # --- mixed element types ----------------------------------------------------------------
 
     def vector_matmul(self, a: Value, b: Value, node: ast.AST) -> Value:
-        """``m @ v``: an integer operand takes the float operand's element type."""
+        """``m @ v``; as in NumPy, ``v @ m`` is the row vector ``v`` times ``m`` and
+        ``v @ w`` the dot product. An integer operand takes the float operand's element
+        type."""
         if isinstance(a.type, SHAPED) and isinstance(b.type, SHAPED):
             ea, eb = a.type.element, b.type.element
             if ea.is_float != eb.is_float:
                 target = ea if ea.is_float else eb
                 a = self.coerce(a, T.with_element_scalar(a.type, target), node)
                 b = self.coerce(b, T.with_element_scalar(b.type, target), node)
+            if isinstance(a.type, T.VectorType) and isinstance(b.type, T.VectorType):
+                return self.op("dot", a, b, node=node)
+            if isinstance(a.type, T.VectorType) and isinstance(b.type, T.MatrixType):
+                return self.op("matmul", self.op("transpose", b, node=node), a, node=node)
         return self.op("matmul", a, b, node=node)
 
     # --- methods and list literals -----------------------------------------------------------

@@ -104,3 +104,23 @@ def test_arrays_of_matrices_are_read_as_whole_rows(rng):
     check(transform, m, v, out, rtol=1e-5)
     assert np.allclose(out, np.einsum("nij,nj->ni", m, v), rtol=1e-5, atol=1e-6)
     assert "llvm.masked.gather" not in transform.llvm_ir(m, v, out, optimized=True)
+
+
+@kd.kernel
+def row_vector_products(v: kd.Array[kd.vec3d], m: kd.Array[kd.mat33d], w: kd.Array[kd.vec2]):
+    """As in NumPy: ``v @ m`` is the row vector ``v`` times ``m``, ``v @ v`` a dot."""
+    s = 0.0
+    for i in range(v.shape[0]):
+        r = v[i] @ m[i]
+        s += r.x + 2.0 * r.y + 3.0 * r.z + v[i] @ v[i] + w[i] @ kd.mat22(1.0, 2.0, 3.0, 4.0) @ w[i]
+    return s
+
+
+def test_vector_at_matrix_is_a_row_vector_product(rng):
+    v, m = rng.normal(size=(5, 3)), rng.normal(size=(5, 3, 3))
+    w = rng.normal(size=(5, 2)).astype(np.float32)
+    total = check(row_vector_products, v, m, w, rtol=1e-12)
+    a = np.array([[1.0, 2.0], [3.0, 4.0]])
+    expected = sum(v[i] @ m[i] @ [1.0, 2.0, 3.0] + v[i] @ v[i] + w[i] @ a @ w[i] for i in range(5))
+    assert np.isclose(total, expected, rtol=1e-6)
+    kd.check_grad(row_vector_products, v, m, w, argnums=(0, 1))
