@@ -33,7 +33,7 @@ import functools
 from typing import Any
 
 from kdsl import types as T
-from kdsl.primitives.generated import as_func, define, kd_name
+from kdsl.primitives.generated import ONE_TRIP, as_func, define, kd_name
 from kdsl.primitives.keys import invertible_key_sources, key_type
 
 TARGET = 1 << 15  # keys per bucket of the parallel split
@@ -363,8 +363,9 @@ def _sort_source(t: T.ScalarType) -> str:
         "    for c in kd.prange(nb):",
         "        for f in range(bins):",
         "            fine[c, f] = 0",
-        "        for i in range(c * n // nb, (c + 1) * n // nb):",
-        f"            fine[c, kd.i64((sort_key(keys[i]) - low) >> (shift & {k}({bits - 1})))] += 1",
+        f"        {ONE_TRIP}",
+        "            for i in range(c * n // nb, (c + 1) * n // nb):",
+        f"                fine[c, kd.i64((sort_key(keys[i]) - low) >> (shift & {k}({bits - 1})))] += 1",
         # consecutive fine bins grouped into buckets of about TARGET keys
         "    bucket_of = kd.empty(bins, kd.u32)",
         # the bounds of each bucket's keys: its first and last nonempty fine bins
@@ -391,8 +392,9 @@ def _sort_source(t: T.ScalarType) -> str:
         "    for c in kd.prange(nb):",
         "        for e in range(buckets):",
         "            slots[c, e] = 0",
-        "        for f in range(bins):",
-        "            slots[c, bucket_of[f]] += kd.i64(fine[c, f])",
+        f"        {ONE_TRIP}",
+        "            for f in range(bins):",
+        "                slots[c, bucket_of[f]] += kd.i64(fine[c, f])",
         "    starts = kd.empty(buckets + 1, kd.i64)",
         "    total = kd.i64(0)",
         "    for e in range(buckets):",
@@ -404,12 +406,13 @@ def _sort_source(t: T.ScalarType) -> str:
         "    starts[buckets] = n",
         f"    kb = kd.empty(n, {k})",
         "    for c in kd.prange(nb):",
-        "        for i in range(c * n // nb, (c + 1) * n // nb):",
-        "            key = sort_key(keys[i])",
-        f"            to = bucket_of[kd.i64((key - low) >> (shift & {k}({bits - 1})))]",
-        f"            slot = slots[c, to] & {NONNEG}",
-        "            slots[c, to] = slot + 1",
-        "            kb[slot] = key",
+        f"        {ONE_TRIP}",
+        "            for i in range(c * n // nb, (c + 1) * n // nb):",
+        "                key = sort_key(keys[i])",
+        f"                to = bucket_of[kd.i64((key - low) >> (shift & {k}({bits - 1})))]",
+        f"                slot = slots[c, to] & {NONNEG}",
+        "                slots[c, to] = slot + 1",
+        "                kb[slot] = key",
         f"    groups = min(buckets, {GROUPS})",
         f"    work = kd.empty((groups, {WORK}), kd.i64)",
         f"    scratch = kd.empty((groups, {CACHE}), {k})",

@@ -14,6 +14,12 @@ from typing import Any
 
 from kdsl import types as T
 
+# The compile-time estimate of a parallel loop's work (codegen.parallel_cost) counts an
+# inner loop as 64 trips, so a parallel loop over a few long blocks looks too small for a
+# team of threads and runs on the calling thread. A block loop's body goes inside this
+# one-trip loop (free at run time) to be counted one loop deeper.
+ONE_TRIP = "for _ in range(1):"
+
 
 def kd_name(t: T.ScalarType | T.VectorType) -> str:
     """How generated source spells the scalar type: ``kd.f32``, ``kd.bool_``."""

@@ -8,7 +8,7 @@ import functools
 from typing import Any
 
 from kdsl import types as T
-from kdsl.primitives.generated import as_func, define, kd_name
+from kdsl.primitives.generated import ONE_TRIP, as_func, define, kd_name
 
 
 def _scan_source(result: T.ScalarType, exclusive: bool) -> str:
@@ -23,8 +23,9 @@ def _scan_source(result: T.ScalarType, exclusive: bool) -> str:
         f"    sums = kd.empty(nb, {r})",
         "    for b in kd.prange(nb):",
         f"        s = {r}(0)",
-        "        for i in range(b * n // nb, (b + 1) * n // nb):",
-        f"            s = s + {r}(a[i])",
+        f"        {ONE_TRIP}",
+        "            for i in range(b * n // nb, (b + 1) * n // nb):",
+        f"                s = s + {r}(a[i])",
         "        sums[b] = s",
         f"    total = {r}(0)",
         "    for q in range(nb):",
@@ -33,11 +34,12 @@ def _scan_source(result: T.ScalarType, exclusive: bool) -> str:
         "        total = total + t",
         "    for c in kd.prange(nb):",
         "        s = sums[c]",
-        "        for m in range(c * n // nb, (c + 1) * n // nb):",
+        f"        {ONE_TRIP}",
+        "            for m in range(c * n // nb, (c + 1) * n // nb):",
         f"                v = {r}(a[m])",
         *step,
         "    return total",
-    ]).replace("                ", "            ") + "\n"
+    ]) + "\n"
 
 
 @functools.cache

@@ -18,7 +18,7 @@ import functools
 from typing import Any
 
 from kdsl import types as T
-from kdsl.primitives.generated import as_func, define, kd_name
+from kdsl.primitives.generated import ONE_TRIP, as_func, define, kd_name
 from kdsl.primitives.keys import key_func_source, key_type
 
 DIGIT_BITS = 8
@@ -37,8 +37,9 @@ def _count_source() -> str:
         "    for c in kd.prange(nb):",
         f"        for z in range({BUCKETS}):",
         "            slots[c, z] = 0",
-        "        for m in range(c * n // nb, (c + 1) * n // nb):",
-        f"            slots[c, kd.i64(((key_of(sk[m]) - low) >> shift) & {BUCKETS - 1})] += 1",
+        f"        {ONE_TRIP}",
+        "            for m in range(c * n // nb, (c + 1) * n // nb):",
+        f"                slots[c, kd.i64(((key_of(sk[m]) - low) >> shift) & {BUCKETS - 1})] += 1",
     ]) + "\n"
 
 
@@ -52,13 +53,14 @@ def _scatter_source(with_values: bool) -> str:
         "    n = sk.shape[0]",
         "    nb = slots.shape[0]",
         "    for c in kd.prange(nb):",
-        "        for m in range(c * n // nb, (c + 1) * n // nb):",
-        "            k = sk[m]",
-        f"            digit = kd.i64(((key_of(k) - low) >> shift) & {BUCKETS - 1})",
-        "            j = slots[c, digit]",
-        "            slots[c, digit] = j + 1",
-        "            dk[j] = k",
-        *(["            dv[j] = sv[m]"] if with_values else []),
+        f"        {ONE_TRIP}",
+        "            for m in range(c * n // nb, (c + 1) * n // nb):",
+        "                k = sk[m]",
+        f"                digit = kd.i64(((key_of(k) - low) >> shift) & {BUCKETS - 1})",
+        "                j = slots[c, digit]",
+        "                slots[c, digit] = j + 1",
+        "                dk[j] = k",
+        *(["                dv[j] = sv[m]"] if with_values else []),
     ]) + "\n"
 
 
