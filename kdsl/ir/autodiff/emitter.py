@@ -68,6 +68,10 @@ class AdjointEmitter(LoopTapes, ReductionTapes):
                 winners = (self._reduction_winners(op, m, new, storage)
                            if storage and new is not None else None)
                 tapes[op] = ReductionTape(winners.winners if winners else {}, snapshots)
+                if op.name == "if" and new is not None:
+                    tapes[op].forward = new
+                    tapes[op].values = {r: m[r] for region in op.regions
+                                        for inner in region.ops for r in inner.results if r in m}
             else:
                 if (op.name in ("array_store", "atomic_rmw") and op.operands[0] in self.stateful
                         and self.parallel_depth == 0):

@@ -17,6 +17,10 @@ class ReductionTape:
 
     winners: dict[int, tuple[Value, Value]]
     snapshots: dict[Value, Value] = field(default_factory=dict)  # state array -> its copy
+    # a branch's copy in the forward sweep, and the values of its branches by the original
+    # ones: the reversed branch reads them instead of computing them again (reverse.py)
+    forward: Operation | None = None
+    values: dict[Value, Value] = field(default_factory=dict)
 
 
 class ReductionTapes(EmitterBase):

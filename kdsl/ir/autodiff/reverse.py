@@ -7,15 +7,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from kdsl import types as T
 from kdsl.ir.analysis import free_values
 from kdsl.ir.autodiff.activity import is_float
 from kdsl.ir.autodiff.checks import check_differentiable  # noqa: F401  (imported from here)
-from kdsl.ir.autodiff.emitter import _SKIPPED_WHEN_RECOMPUTING, located_error
+from kdsl.ir.autodiff.emitter import _SKIPPED_WHEN_RECOMPUTING, ReductionTape, located_error
 from kdsl.ir.autodiff.reverse_loops import LoopReversal
 from kdsl.ir.autodiff.reverse_parallel import ParallelReversal
 from kdsl.ir.autodiff.tensor_activity import REVERSED_HERE
 from kdsl.ir.autodiff.tensor_rules import TensorAdjoints, flush_tensor_adjoints
-from kdsl.ir.core import Block, Operation, Value
+from kdsl.ir.core import Block, Operation, Value, replace_all_uses
 from kdsl.ir.ops import lookup
 from kdsl.ir.structured import ForOp, IfOp, WhileOp
 
@@ -61,7 +62,7 @@ class ReverseSweep(LoopReversal, ParallelReversal):
                 self._reverse_loop(op, m, tapes[op], w.body, None, w.body.args, w.inits)
             elif op.name == "if":
                 self.restore_snapshots(tapes[op].snapshots, m)
-                self._reverse_if(op, m)
+                self._reverse_if(op, m, tapes[op])
                 self.restore_snapshots(tapes[op].snapshots, m)
             elif op.name == "parallel_for":
                 snapshots = tapes[op].snapshots if op in tapes else {}
@@ -137,21 +138,39 @@ class ReverseSweep(LoopReversal, ParallelReversal):
             if contribution is not None:
                 self.accumulate(v, contribution)
 
-    def _reverse_if(self, op: Operation, m: dict[Value, Value]) -> None:
+    def _reverse_if(self, op: Operation, m: dict[Value, Value], tape: ReductionTape) -> None:
+        """The branch on the same condition, each side the adjoint of the original's side.
+        A side of straight-line ops reads the values the forward sweep's copy of the
+        branch computed (as extra results of that copy) instead of computing them again:
+        the adjoint then starts with every value at hand, not with the longest chain of
+        the recomputation (square roots, divisions), and the code is shorter."""
         free = [v for v in free_values(op.regions) if v in self.varied]
         seeds = [self.adj.get(r) for r in op.results]
+        forward = tape.forward if self._values_reusable(op, tape) else None
         branches: list[tuple[Block, list[Value | None]]] = []
-        for region in op.regions:
+        for side, region in enumerate(op.regions):
             block = Block()
             with self.b.at(block), self.scope():
                 inner = dict(m)
-                tapes = self.forward(region.ops, inner, recompute=True)
+                if forward is not None:
+                    stand_ins = {r: Value(r.type, r.name_hint) for o in region.ops
+                                 for r in o.results if r in tape.values}
+                    for o in region.ops:
+                        if o in self.deferred:  # as the forward sweep leaves them
+                            for r in o.results:
+                                inner.pop(r, None)
+                    inner.update(stand_ins)
+                    tapes: dict[Operation, Any] = {}
+                else:
+                    tapes = self.forward(region.ops, inner, recompute=True)
                 for v, g in zip(region.ops[-1].operands, seeds):
                     if g is not None:
                         self.accumulate(v, g)
                 self.reverse(region.ops, inner, tapes)
                 self._mapping = m
                 branches.append((block, [self.adj.get(f) for f in free]))
+            if forward is not None:
+                self._read_forward_values(forward, side, block, stand_ins, tape.values)
         kept = [k for k, f in enumerate(free) if any(b[1][k] is not None for b in branches)]
         for block, found in branches:
             with self.b.at(block):
@@ -166,3 +185,40 @@ class ReverseSweep(LoopReversal, ParallelReversal):
                             [b for b, _ in branches], [free[k].type for k in kept])
         for k, r in zip(kept, new.results):
             self.adj[free[k]] = r
+
+    def _values_reusable(self, op: Operation, tape: ReductionTape) -> bool:
+        """Whether the reversed ``op`` can read its values from the forward sweep's copy:
+        sides of straight-line ops (no regions, no effects) whose values are scalars and
+        vectors, which a branch can yield."""
+        if tape.forward is None:
+            return False
+        for region in op.regions:
+            for inner in region.ops[:-1]:
+                if inner.regions or inner.name in _SKIPPED_WHEN_RECOMPUTING:
+                    return False
+                if inner not in self.deferred and any(  # deferred: computed after the sweep
+                        not isinstance(r.type, (T.ScalarType, T.VectorType))
+                        or r not in tape.values for r in inner.results):
+                    return False
+        return True
+
+    def _read_forward_values(self, forward: Operation, side: int, block: Block,
+                             stand_ins: dict[Value, Value], values: dict[Value, Value]) -> None:
+        """Makes the forward copy ``forward`` of a branch yield, from side ``side``, each
+        value whose stand-in the reversed side ``block`` reads (the other side yields a
+        zero, never read: the reversed branch takes the same side), and the reversed side
+        read that result instead."""
+        used = {v for inner in block.walk() for v in inner.operands}
+        for original, stand_in in stand_ins.items():
+            if stand_in not in used:
+                continue
+            for k, region in enumerate(forward.regions):
+                terminator = region.ops.pop()
+                with self.b.at(region):
+                    out = values[original] if k == side else self.zero(original.type)
+                region.ops.append(terminator)
+                terminator.operands = [*terminator.operands, out]
+            result = Value(original.type, original.name_hint)
+            forward.attrs["types"] = [*forward.attrs.get("types", []), original.type]
+            forward.results.append(result)
+            replace_all_uses(block, stand_in, result)
