@@ -37,6 +37,9 @@ FUNCTIONS = {  # name: (numpy ufunc, input range)
     "log10": (np.log10, (1e-3, 1e3)),
     "expm1": (np.expm1, (-5.0, 5.0)),
     "log1p": (np.log1p, (-0.5, 1e3)),
+    "tan": (np.tan, (-100.0, 100.0)),
+    "sinh": (np.sinh, (-5.0, 5.0)),
+    "cosh": (np.cosh, (-5.0, 5.0)),
 }
 
 
@@ -89,6 +92,21 @@ def expm1_loop(x, out):  # type: ignore[no-untyped-def]
 def log1p_loop(x, out):  # type: ignore[no-untyped-def]
     for i in kd.prange(out.shape[0]):
         out[i] = kd.log1p(x[i])
+
+
+def tan_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(x.shape[0]):
+        out[i] = kd.tan(x[i])
+
+
+def sinh_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(x.shape[0]):
+        out[i] = kd.sinh(x[i])
+
+
+def cosh_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(x.shape[0]):
+        out[i] = kd.cosh(x[i])
 
 
 def _compile(name: str, mode: str, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:

@@ -64,6 +64,15 @@ def exp(v: VectorBuilder, x: ir.Value) -> ir.Value:
     return v.ldexp(v.add(em1, v.f(1.0)), k)
 
 
+def half_exp(v: VectorBuilder, x: ir.Value) -> ir.Value:
+    """e^x / 2 for x >= 0, scaled by 2^(k-1) rather than 2^k: finite where e^x / 2 is
+    (up to 89.4 for float32, 710.5 for float64, where e^x itself has overflowed), inf
+    past it; NaN stays NaN."""
+    x = v.clamp(x, 0.0, 90.0) if v.single else v.clamp(x, 0.0, 711.0)
+    em1, k = _expm1_reduced(v, x, accurate=True)
+    return v.ldexp(v.add(em1, v.f(1.0)), v.isub(k, v.i(1)))
+
+
 def expm1(v: VectorBuilder, x: ir.Value) -> ir.Value:
     """e^x - 1 for |x| < 40 (no cancellation near 0: e^r - 1 is the polynomial itself,
     and 2^k - 1 is exact)."""

@@ -1,7 +1,8 @@
-"""sin and cos as vector IR: x = n pi + r (Cody-Waite reduction in three parts, exact
-enough for |x| < 2^20), an odd minimax polynomial for sin r on [-pi/2, pi/2], and the sign
-flipped for odd n. Larger arguments and infinities take the C library's scalar function,
-lane by lane, behind one branch that is not taken for usual inputs."""
+"""sin, cos and tan as vector IR: x = n pi + r (Cody-Waite reduction in three parts,
+exact enough for |x| < 2^20), an odd minimax polynomial for sin r on [-pi/2, pi/2], and
+the sign flipped for odd n; tan from a reduction by halves of pi (``tan``). Larger arguments and
+infinities take the C library's scalar function, lane by lane, behind one branch that is
+not taken for usual inputs."""
 
 from __future__ import annotations
 
@@ -36,12 +37,17 @@ def _sin_reduced(v: VectorBuilder, x: ir.Value, n: ir.Value, n_bits: ir.Value) -
     r = v.fma(n, v.f(-pi1), x)
     r = v.fma(n, v.f(-pi2), r)
     r = v.fma(n, v.f(-pi3), r)
+    y = _sin_polynomial(v, r)
+    odd = v.shl(n_bits, v.bits - 1)
+    return v.as_float(v.xor(v.as_int(y), odd))
+
+
+def _sin_polynomial(v: VectorBuilder, r: ir.Value) -> ir.Value:
+    """sin r for |r| <= pi/2."""
     r2 = v.mul(r, r)
     r4 = v.mul(r2, r2)
     s = v.estrin(r2, r4, _SINF_S if v.single else _SIN_S)
-    y = v.fma(v.mul(r, r2), s, r)
-    odd = v.shl(n_bits, v.bits - 1)
-    return v.as_float(v.xor(v.as_int(y), odd))
+    return v.fma(v.mul(r, r2), s, r)
 
 
 def _large(v: VectorBuilder) -> ir.Value:
@@ -64,3 +70,36 @@ def cos(v: VectorBuilder, x: ir.Value, fallback: Fallback) -> ir.Value:
     n = v.sub(v.sub(shifted, shifter), v.f(0.5))
     y = _sin_reduced(v, a, n, v.as_int(shifted))
     return fallback(x, y, v.gt(a, _large(v)))
+
+
+
+
+def _two_sum(v: VectorBuilder, a: ir.Value, b: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(a + b rounded, what the rounding lost), exactly (Knuth's TwoSum)."""
+    total = v.add(a, b)
+    b_part = v.sub(total, a)
+    lost = v.add(v.sub(a, v.sub(total, b_part)), v.sub(b, b_part))
+    return total, lost
+
+
+def tan(v: VectorBuilder, x: ir.Value, fallback: Fallback) -> ir.Value:
+    """x = n pi/2 + r + r_lo, |r| <= pi/4: the three-part reduction by halves of pi,
+    with what rounding r lost kept in r_lo (tan's slope doubles an error of r, which
+    sin's hides). tan x = sin r / cos r for even n, -cos r / sin r for odd n, with
+    cos r = 1 - 2 sin^2 (r/2) (at least 0.7: no cancellation), both corrected by r_lo."""
+    shifter = v.shifter()
+    shifted = v.fma(x, v.f(2 / math.pi), shifter)
+    n = v.sub(shifted, shifter)
+    pi1, pi2, pi3 = _PI_F if v.single else _PI
+    exact = v.fma(n, v.f(-pi1 / 2), x)  # x and n pi1/2 agree in their leading bits
+    r = v.fma(n, v.f(-pi2 / 2), exact)
+    difference, lost = _two_sum(v, exact, v.sub(v.f(-0.0), r))  # exact - r, exactly
+    r_lo = v.fma(n, v.f(-pi3 / 2), v.add(v.fma(n, v.f(-pi2 / 2), difference), lost))
+    sine = _sin_polynomial(v, r)
+    half = _sin_polynomial(v, v.mul(r, v.f(0.5)))
+    cosine = v.fma(v.mul(half, v.f(-2.0)), half, v.f(1.0))
+    sine, cosine = v.fma(r_lo, cosine, sine), v.fma(v.sub(v.f(-0.0), r_lo), sine, cosine)
+    odd = v.b.icmp_unsigned("!=", v.and_(v.as_int(shifted), v.i(1)), v.i(0))
+    numerator = v.select(odd, v.sub(v.f(-0.0), cosine), sine)
+    y = v.div(numerator, v.select(odd, sine, cosine))
+    return fallback(x, y, v.gt(v.abs(x), _large(v)))

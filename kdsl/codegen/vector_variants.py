@@ -11,8 +11,9 @@ polynomials with FMA, selects for the special cases, as XLA does on the CPU), in
 and deleted. The loop body is then straight vector code that the instruction scheduler
 interleaves, with no calls, no register spills around calls and no table lookups. Where
 the C library's libmvec has a variant too, ``PREFERRED`` names the functions whose own
-version measured faster (benchmarks/vector_math.py: all of ``OWN``; float64 ``log1p``
-measured slower and is left out); the others keep libmvec.
+version measured faster or as fast (benchmarks/vector_math.py: all of ``OWN``; ``cosh``
+twice as fast, ``tan`` even; float64 ``log1p`` measured slower and is left out); the
+others keep libmvec.
 
 ``KDSL_VECTOR_MATH=libmvec`` or ``=own`` overrides the choice (benchmarks compare both).
 """
@@ -74,8 +75,14 @@ OWN: dict[str, OwnFunction] = {
     "tanh": _unary(math_hyperbolic.tanh, f64),
     "sin": _with_fallback(math_trig.sin, f64),
     "cos": _with_fallback(math_trig.cos, f64),
+    "tanf": _with_fallback(math_trig.tan),
+    "tan": _with_fallback(math_trig.tan, f64),
+    "sinhf": _unary(math_hyperbolic.sinh),
+    "sinh": _unary(math_hyperbolic.sinh, f64),
+    "coshf": _unary(math_hyperbolic.cosh),
+    "cosh": _unary(math_hyperbolic.cosh, f64),
 }
-# where libmvec has the function too: ours measured faster (benchmarks/vector_math.py)
+# where libmvec has the function too: ours measured as fast or faster (benchmarks/vector_math.py)
 PREFERRED = frozenset(OWN)
 
 

@@ -177,8 +177,8 @@ def _assert_within_4_ulp(name: str, args: list[np.ndarray], got: np.ndarray) -> 
         f"expected {want[worst]!r}: {distance[worst]:.0f} ulp")
 
 
-@pytest.mark.parametrize("symbol", [s for s in OWN if s.startswith(("sin", "cos"))])
-def test_own_sin_cos_near_and_past_the_reduction_limit(symbol: str) -> None:
+@pytest.mark.parametrize("symbol", [s for s in OWN if s.rstrip("f") in ("sin", "cos", "tan")])
+def test_own_sin_cos_tan_near_and_past_the_reduction_limit(symbol: str) -> None:
     """The three-part reduction up to 2^20 (worst near multiples of pi/2 with many
     bits), the C library's function past it: dense around the limit, values next to
     multiples of pi/2, and single huge lanes among usual ones (the branch to the
