@@ -317,8 +317,8 @@ def argument_kinds(compiled: CompiledKernel, key: Any) -> str | None:
     kinds = []
     for p, k in zip(compiled.params, key):
         if p.passing == "object":
-            if (p.trailing_shape or not isinstance(p.type, T.ArrayType)
-                    or p.type.contiguous is None):
+            if (not isinstance(p.type, T.ArrayType) or p.type.contiguous is None
+                    or _checked_last_axis(p) is None):
                 return None
             kinds.append("a")
             continue
@@ -335,6 +335,19 @@ def argument_kinds(compiled: CompiledKernel, key: Any) -> str | None:
     if compiled.allocates and (compiled.init_symbol is None or native_hook_table() is None):
         return None
     return pattern
+
+
+def _checked_last_axis(p: Any) -> int | None:
+    """The size the compiled path checks an array parameter's last axis against (0: no
+    check), or None where it cannot check the element axes: a vector element type is a
+    last axis of 2 to 8 elements of a C-contiguous array, which ``fixed_last_axis``
+    gives."""
+    if not p.trailing_shape:
+        return p.type.last_axis_size or 0
+    size = p.trailing_shape[0]
+    if len(p.trailing_shape) != 1 or not p.type.contiguous or size not in T.FIXED_LAST_AXIS_SIZES:
+        return None
+    return int(size)
 
 
 def _single_array_result(compiled: CompiledKernel) -> int:
@@ -390,8 +403,7 @@ class FastCall:
                 mask = C_CONTIGUOUS | (WRITEABLE if k in written else 0)
                 expected = ((C_CONTIGUOUS if p.type.contiguous else 0)
                             | (WRITEABLE if k in written else 0))
-                words += [id(dtype), p.type.full_ndim, mask, expected,
-                          p.type.last_axis_size or 0]
+                words += [id(dtype), p.type.full_ndim, mask, expected, _checked_last_axis(p) or 0]
                 self._keep.append(dtype)
                 continue
             scalar_type = part if isinstance(part, type) else part.type

@@ -259,7 +259,7 @@ def test_the_step_reverses_in_two_parallel_loops_without_copies() -> None:
 def test_tapes_reuse_the_memory_of_released_tapes_copies() -> None:
     """A reset (or collected) tape gives its copies' memory to the next tapes; a tape
     still alive keeps its own: its backward gives the same gradient after others ran."""
-    from kdsl.runtime import tape as tape_module
+    from kdsl.runtime import tape_memory
 
     def program(x: Any) -> Any:
         v = np.zeros(x.shape[0])
@@ -280,7 +280,7 @@ def test_tapes_reuse_the_memory_of_released_tapes_copies() -> None:
             loss = program(x)
         tape.backward(loss)
         tape.reset()
-        assert tape_module._COPIES.bytes > 0
+        assert tape_memory.COPIES.bytes > 0
         x = kd.array(x0 * 0.5, requires_grad=True)
         with kd.Tape() as tape:  # its copies in the memory the reset gave back
             loss = program(x)

@@ -175,6 +175,31 @@ def test_wrong_vector_sizes_are_rejected_on_every_call():
     np.testing.assert_array_equal(p, np.tile([3.0, 5.0, 7.0], (4, 1)))
 
 
+@kd.kernel
+def spring_forces(x: kd.Array[kd.vec2d], f: kd.Array[kd.vec2d], k: kd.f64):
+    n = x.shape[0]
+    for i in kd.prange(n):
+        f[i] = k * (x[(i + 1) % n] - x[i])
+
+
+def test_vector_arrays_take_the_compiled_path_and_are_still_checked():
+    x = RNG.standard_normal((6, 2))
+    f = np.zeros((6, 2))
+    warm(spring_forces, x, f, 0.5)
+    fast = spring_forces._fast
+    x = RNG.standard_normal((9, 2))
+    spring_forces(x, f := np.zeros((9, 2)), 1.5)
+    assert spring_forces._fast is fast  # the compiled path took the new arrays
+    expected = np.zeros((9, 2))
+    spring_forces.python(x, expected, 1.5)
+    np.testing.assert_allclose(f, expected, rtol=1e-12)
+    with pytest.raises(TypeError, match="argument 'f'"):
+        spring_forces(x, np.zeros((9, 3)), 1.5)
+    strided = np.zeros((9, 4))[:, :2]  # not contiguous: a specialisation of its own
+    spring_forces(x, strided, 1.5)
+    np.testing.assert_allclose(strided, expected, rtol=1e-12)
+
+
 FACTOR = 2.0
 
 
