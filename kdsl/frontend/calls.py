@@ -692,7 +692,7 @@ def _stop_gradient(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _arity(lo, node, args, 1, "stop_gradient")
     (v,) = _values(lo, node, args)
     if is_array(v):
-        lo.error("kd.stop_gradient() takes a scalar, vector or matrix, not an array", node)
+        return lo.tensor_unary("stop_gradient", v, node)  # type: ignore[attr-defined]
     result = lo.op("stop_gradient", v, node=node)
     return lo.mark_weak(result, True) if lo.is_weak(v) else lo.strong(result)
 from kdsl.frontend import primitive_calls  # noqa: E402, F401  (kd.cumsum, kd.sort, ...)

@@ -94,7 +94,7 @@ class LoopLowering(StaticLoopLowering):
         )
         names = []
         candidates = assigned_names(body)
-        rebound = set(assigned_names(body, component_bases=False))
+        rebound = set(assigned_names(body, component_bases=False)) - self.arrays_updated_in_place(body)
         if target is not None and target not in candidates:
             candidates.append(target)
         for name in candidates:
@@ -471,10 +471,10 @@ class LoopLowering(StaticLoopLowering):
         v = self.env.get(name)
         return isinstance(v, Value) and isinstance(v.type, T.ArrayType)
 
-    def _updated_in_place(self, node: ast.For) -> set[str]:
-        """Arrays the loop updates only in place (``y += e``), never rebinding them."""
+    def arrays_updated_in_place(self, body: list[ast.stmt]) -> set[str]:
+        """Arrays the statements update only in place (``y += e``), never rebinding them."""
         in_place, rebound = set(), set()
-        for n in (n for b in node.body for n in ast.walk(b)):
+        for n in (n for b in body for n in ast.walk(b)):
             if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
                 in_place.add(n.target.id)
             targets = (list(n.targets) if isinstance(n, ast.Assign) else [n.target]
@@ -503,7 +503,7 @@ class LoopLowering(StaticLoopLowering):
                 if kinds.get(name, kind) != kind:
                     self.error(f"'{name}' is reduced with two different operations", stmt)
                 kinds[name] = kind
-        rebound = set(assigned_names(node.body, component_bases=False)) - self._updated_in_place(node)
+        rebound = set(assigned_names(node.body, component_bases=False)) - self.arrays_updated_in_place(node.body)
         for name in assigned_names(node.body):
             if name in targets or not isinstance(self.env.get(name), Value) or (
                 self._is_array(name) and name not in rebound

@@ -141,7 +141,8 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
 
 
 def strip_stop_gradients(module: Module) -> None:
-    """Without a gradient, ``kd.stop_gradient(x)`` is ``x``."""
+    """Without a gradient, ``kd.stop_gradient(x)`` is ``x`` (also of an array)."""
+    from kdsl.ir.autodiff.tensor_activity import is_stop_gradient
     from kdsl.ir.rewrite import remap_operands
 
     mapping: dict[Value, Value] = {}
@@ -151,7 +152,7 @@ def strip_stop_gradients(module: Module) -> None:
         for op in block.ops:
             for region in op.regions:
                 visit(region)
-            if op.name == "stop_gradient":
+            if is_stop_gradient(op):
                 mapping[op.result] = op.operands[0]
             else:
                 kept.append(op)

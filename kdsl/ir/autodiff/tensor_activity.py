@@ -19,6 +19,17 @@ varies)."""
 LINEAR_FNS = ("add", "sub", "neg")
 
 
+class WholeArrayGradientError(CompileError):
+    """A whole-array expression the whole-array adjoints do not cover yet; the gradient
+    is then taken of its loops, after the tensor lowering (passes/differentiate.py)."""
+
+
+def is_stop_gradient(op: Operation) -> bool:
+    """``kd.stop_gradient`` of a scalar, vector or matrix, or of an array."""
+    return op.name == "stop_gradient" or (op.name == "tensor_map"
+                                          and op.attrs["fn"] == "stop_gradient")
+
+
 def is_array(v: Value) -> bool:
     return isinstance(v.type, T.ArrayType)
 
@@ -33,7 +44,7 @@ def tensor_activity(op: Operation, varied: set[Value], arrays: set[Value],
     """The activity of a tensor op: its result varies when an operand does (arrays go
     into ``arrays``, scalars into ``varied``); an assignment of values that vary makes
     its destination (and the array it views) vary."""
-    if not any(v in varied or v in arrays for v in op.operands):
+    if not any(v in varied or v in arrays for v in op.operands) or is_stop_gradient(op):
         return
     if op.name == "tensor_assign":
         dest, source = op.operands
@@ -72,10 +83,18 @@ def written_arrays(op: Operation, defs: dict[Value, Operation]) -> set[Value]:
             if inner.name in ("tensor_assign", "array_store", "atomic_rmw")}
 
 
-def _linear_read(op: Operation, v: Value) -> bool:
-    """Whether ``op`` reads array ``v`` only where its adjoint needs no values of it."""
+def _linear_read(op: Operation, v: Value, varied: set[Value]) -> bool:
+    """Whether ``op`` reads array ``v`` only where its adjoint needs no values of it: a
+    sum, or a product with (a quotient by) values that do not vary."""
     if op.name == "tensor_map":
-        return op.attrs["fn"] in LINEAR_FNS
+        fn = op.attrs["fn"]
+        if fn in ("mul", "div") and len(op.operands) == 2:
+            first, second = op.operands
+            if fn == "div" and second is v:  # the divisor's adjoint needs its values
+                return False
+            other = second if first is v else first
+            return other is not v and other not in varied
+        return fn in LINEAR_FNS
     if op.name == "tensor_reduce":
         return op.attrs["kind"] in ("sum", "mean")
     return op.name in ("tensor_assign",) + VIEW_OPS or op.name == "array_dim"
@@ -95,12 +114,12 @@ def check_tensor_ops(body: Block, varied: set[Value], varied_arrays: set[Value])
         if op.name in ("tensor_map", "tensor_reduce"):
             for v in op.operands:
                 if is_array(v) and not isinstance(v.type.dtype, T.ScalarType) and v in varied_arrays:
-                    raise CompileError("whole-array expressions of vectors or matrices cannot "
+                    raise WholeArrayGradientError("whole-array expressions of vectors or matrices cannot "
                                        "be differentiated yet; write the loop", op.location)
         if op.name == "tensor_assign":
             dest = op.operands[0]
             if op.parent is not body and dest in varied_arrays:
-                raise CompileError(
+                raise WholeArrayGradientError(
                     "a whole-array assignment inside a loop cannot be differentiated yet",
                     op.location)
         for r in op.results:
@@ -109,10 +128,10 @@ def check_tensor_ops(body: Block, varied: set[Value], varied_arrays: set[Value])
             for user in uses.get(r, []):
                 if user.name in ("array_store", "atomic_rmw") or (
                         user.name == "tensor_assign" and user.operands[0] is r):
-                    raise CompileError(
+                    raise WholeArrayGradientError(
                         "writing into the result of a whole-array expression cannot be "
                         "differentiated yet; assign it into an array first", user.location)
-    _check_overwrites(body, defs, varied_arrays)
+    _check_overwrites(body, defs, varied | varied_arrays)
 
 
 def needs_adjoint_storage(op: Operation, uses: dict[Value, list[Operation]]) -> bool:
@@ -122,22 +141,22 @@ def needs_adjoint_storage(op: Operation, uses: dict[Value, list[Operation]]) -> 
                for user in uses.get(op.result, []))
 
 
-def _check_overwrites(body: Block, defs: dict[Value, Operation], varied_arrays: set[Value]
-                      ) -> None:
+def _check_overwrites(body: Block, defs: dict[Value, Operation], varied: set[Value]) -> None:
     """An array read (where its adjoint needs its values) and then overwritten by a
-    whole-array assignment: the old values are not kept."""
+    whole-array assignment: the old values are not kept. ``varied``: the values and
+    arrays that vary with the differentiated arguments."""
     read_before: dict[Value, Operation] = {}
     for op in body.ops:
-        if op.name == "tensor_assign" and op.operands[0] in varied_arrays:
+        if op.name == "tensor_assign" and op.operands[0] in varied:
             root = root_array(op.operands[0], defs)
             if root in read_before:
-                raise CompileError(
+                raise WholeArrayGradientError(
                     f"this assignment overwrites an array read before (line "
                     f"{read_before[root].location.line}) whose old values its gradient needs; "
                     "they are not kept yet: assign into a new array", op.location)
         for inner in op.walk():
             for v in inner.operands:
-                if is_array(v) and not _linear_read(inner, v):
+                if is_array(v) and not _linear_read(inner, v, varied):
                     root = root_array(v, defs)
-                    if any(w.name == "tensor_assign" for w in body.ops) and root in varied_arrays:
+                    if any(w.name == "tensor_assign" for w in body.ops) and root in varied:
                         read_before.setdefault(root, inner)

@@ -7,24 +7,52 @@ from __future__ import annotations
 
 from typing import Any
 
+from kdsl.errors import CompileError
+from kdsl.ir.autodiff.tensor_activity import is_stop_gradient
 from kdsl.ir.core import Module
+from kdsl.ir.passes import lower_tensors
 
 
 def run(module: Module, options: Any = None) -> None:
     argnums = getattr(options, "gradient", None)
-    if argnums is not None and getattr(options, "vjp", False):
-        from kdsl.ir.autodiff.vjp import vector_jacobian_product
-
-        vector_jacobian_product(module, tuple(argnums))
-    elif argnums is not None:
-        from kdsl.ir.autodiff.gradient import GradientSpec, differentiate
-
-        differentiate(module, GradientSpec(tuple(argnums)))
+    if argnums is not None:
+        _reverse_mode(module, tuple(argnums), options)
     if getattr(options, "tangent", None) is None and any(
-            op.name == "stop_gradient" for op in module.kernel.body.walk()):
+            is_stop_gradient(op) for op in module.kernel.body.walk()):
         from kdsl.ir.autodiff.gradient import strip_stop_gradients
 
         strip_stop_gradients(module)
+
+
+def _reverse_mode(module: Module, argnums: tuple[int, ...], options: Any) -> None:
+    """The gradient (or the vector-Jacobian product) of the kernel: of its whole-array
+    ops as such, or, where their adjoints do not cover them yet (an assignment in a
+    loop, an array overwritten after a read its adjoint needs), of the loops they lower
+    to, as of hand-written loops. A program neither way covers is the first way's
+    located error."""
+    from kdsl.ir.autodiff.tensor_activity import WholeArrayGradientError
+
+    try:
+        _differentiate(module, argnums, options)
+    except WholeArrayGradientError as whole_array_error:
+        lower_tensors.run(module.kernel, options)
+        try:
+            _differentiate(module, argnums, options)
+        except CompileError:
+            raise
+        except Exception:  # a construct the loops' adjoints do not cover either
+            raise whole_array_error from None
+
+
+def _differentiate(module: Module, argnums: tuple[int, ...], options: Any) -> None:
+    if getattr(options, "vjp", False):
+        from kdsl.ir.autodiff.vjp import vector_jacobian_product
+
+        vector_jacobian_product(module, argnums)
+    else:
+        from kdsl.ir.autodiff.gradient import GradientSpec, differentiate
+
+        differentiate(module, GradientSpec(argnums))
 
 
 def run_forward(module: Module, options: Any = None) -> None:
@@ -37,7 +65,7 @@ def run_forward(module: Module, options: Any = None) -> None:
 
     dead_code.run(module.kernel)  # the whole-array ops the lowering fused into loops
     jacobian_vector_product(module, tuple(tangent))
-    if any(op.name == "stop_gradient" for op in module.kernel.body.walk()):
+    if any(is_stop_gradient(op) for op in module.kernel.body.walk()):
         from kdsl.ir.autodiff.gradient import strip_stop_gradients
 
         strip_stop_gradients(module)
