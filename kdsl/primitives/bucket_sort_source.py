@@ -366,8 +366,9 @@ def _sort_source(t: T.ScalarType) -> str:
         f"        {ONE_TRIP}",
         "            for i in range(c * n // nb, (c + 1) * n // nb):",
         f"                fine[c, kd.i64((sort_key(keys[i]) - low) >> (shift & {k}({bits - 1})))] += 1",
-        # consecutive fine bins grouped into buckets of about TARGET keys
-        "    bucket_of = kd.empty(bins, kd.u32)",
+        # consecutive fine bins grouped into buckets of about TARGET keys (at most 2^15
+        # buckets: a u16 each keeps the table small in cache)
+        "    bucket_of = kd.empty(bins, kd.u16)",
         # the bounds of each bucket's keys: its first and last nonempty fine bins
         f"    bucket_low = kd.empty(bins, {k})",
         f"    bucket_high = kd.empty(bins, {k})",
@@ -380,7 +381,7 @@ def _sort_source(t: T.ScalarType) -> str:
         f"        if held > 0 and held + here > {TARGET}:",
         "            buckets += 1",
         "            held = 0",
-        "        bucket_of[f] = kd.u32(buckets)",
+        "        bucket_of[f] = kd.u16(buckets)",
         "        if here > 0:",
         f"            edge = low + ({k}(f) << shift)",
         "            if held == 0:",
