@@ -194,6 +194,15 @@ def deform_vector(f: kd.Array[kd.mat33], c: kd.Array[kd.mat33], v: kd.Array[kd.v
         g[p] = m + dt * (c[p] @ m)
 
 
+@kd.kernel
+def deform_vector_f64(f: kd.Array[kd.mat33d], c: kd.Array[kd.mat33d], v: kd.Array[kd.vec3d],
+                      out: kd.Array[kd.vec3d], g: kd.Array[kd.mat33d], dt: kd.f64):
+    for p in kd.prange(f.shape[0]):
+        m = f[p]
+        out[p] = m @ v[p]
+        g[p] = m + dt * (c[p] @ m)
+
+
 def _row(name: str, size: str, scalar: Any, vector: Any, check: Any,
          rounds: int) -> tuple[str, str, float, float, bool]:
     ok = check()
@@ -257,18 +266,21 @@ def main() -> int:
         lambda: (rotate_scalar(pr, or_s, c, s), rotate_vector(pr, or_v, c, s),
                  _close(or_s, or_v))[-1], rounds))
 
-    fm = rng.random((stream, 3, 3)).astype(np.float32)
-    cm = rng.random((stream, 3, 3)).astype(np.float32)
-    vm = rng.random((stream, 3)).astype(np.float32)
-    gs, gv = np.zeros_like(fm), np.zeros_like(fm)
-    os_, ov = np.zeros_like(vm), np.zeros_like(vm)
-    dt = np.float32(0.01)
-    rows.append(_row(
-        "3x3 matrices, F v, F + dt C F", f"N=2^{stream.bit_length() - 1} f32",
-        lambda: deform_scalar(fm, cm, vm, os_, gs, dt),
-        lambda: deform_vector(fm, cm, vm, ov, gv, dt),
-        lambda: (deform_scalar(fm, cm, vm, os_, gs, dt), deform_vector(fm, cm, vm, ov, gv, dt),
-                 _close(os_, ov) and _close(gs, gv))[-1], rounds))
+    for dtype, vector_kernel in ((np.float32, deform_vector), (np.float64, deform_vector_f64)):
+        fm = rng.random((stream, 3, 3)).astype(dtype)
+        cm = rng.random((stream, 3, 3)).astype(dtype)
+        vm = rng.random((stream, 3)).astype(dtype)
+        gs, gv = np.zeros_like(fm), np.zeros_like(fm)
+        os_, ov = np.zeros_like(vm), np.zeros_like(vm)
+        dt = dtype(0.01)
+        args_s, args_v = (fm, cm, vm, os_, gs, dt), (fm, cm, vm, ov, gv, dt)
+        rows.append(_row(
+            "3x3 matrices, F v, F + dt C F",
+            f"N=2^{stream.bit_length() - 1} {'f32' if dtype == np.float32 else 'f64'}",
+            lambda a=args_s: deform_scalar(*a), lambda k=vector_kernel, a=args_v: k(*a),
+            lambda k=vector_kernel, a=args_s, b=args_v: (
+                deform_scalar(*a), k(*b), _close(a[3], b[3]) and _close(a[4], b[4]))[-1],
+            rounds))
 
     wide = np.zeros((n, 4), np.float32)
     wide[:, :3] = pos

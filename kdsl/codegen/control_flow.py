@@ -217,6 +217,7 @@ class ControlFlow:
         self.b.cbranch(self.b.icmp_signed("<", iv, stop), body_bb, exit_bb)
         self.b.position_at_end(body_bb)
         math_calls = self.scalar.vector_math_calls
+        wide_accesses = self.scalar.wide_element_accesses
         new_values = body(iv, carried)
         next_iv = self.b.add(iv, step, flags=["nsw"])
         latch = self.b.block
@@ -224,6 +225,13 @@ class ControlFlow:
         self._add_incoming(carried, new_values, latch, types)
         back_edge = self.b.branch(header)
         hints += interleave_hints(self.scalar.vector_math_calls - math_calls)
+        if self.scalar.wide_element_accesses > wide_accesses and not types and (
+                "no-vectorize" not in hints):
+            # a loop streaming 3x3 f64 matrices: vectorised across iterations, each
+            # component would be gathered (or shuffled out of 72-element loads), several
+            # times slower than each iteration vectorised on its own (SLP). A loop that
+            # carries sums is vectorised still: its arithmetic pays for the loads
+            hints += ("no-vectorize",)
         if hints:
             back_edge.set_metadata("llvm.loop", loop_hints(self.b.module, hints))
         self.b.position_at_end(exit_bb)

@@ -37,7 +37,7 @@ from kdsl.codegen.llvm_types import (
 )
 from kdsl.codegen.parallel import CopyScopes, ParallelLoops
 from kdsl.codegen.runtime_hooks import RuntimeHooks
-from kdsl.codegen.scalar_ops import ScalarEmitter
+from kdsl.codegen.scalar_ops import WIDE_ELEMENT_BYTES, ScalarEmitter
 from kdsl.codegen.views import ArrayViews
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.ops import COMPARISONS, Trait, lookup
@@ -374,6 +374,7 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
     def emit_array_load(self, op: Operation) -> list[Repr]:
         pointers = self._element_pointers(op, op.operands[1:])
         scalar_t = T.element_scalar(op.result.type)
+        self._note_wide_element(len(pointers), scalar_t)
         loads = [self.b.load(p) for p in pointers]
         if self.copy_scope is not None:  # arrays are never a thread's private copy
             for load in loads:
@@ -385,10 +386,15 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         pointers = self._element_pointers(op, op.operands[1:-1])
         value = self.values[op.operands[-1]]
         scalar_t = T.element_scalar(op.operands[-1].type)
+        self._note_wide_element(len(pointers), scalar_t)
         parts = value if isinstance(value, list) else [value]
         for p, v in zip(pointers, parts):
             self.b.store(self._to_memory(scalar_t, v), p)
         return []
+
+    def _note_wide_element(self, components: int, scalar_t: T.ScalarType) -> None:
+        if components * scalar_t.itemsize > WIDE_ELEMENT_BYTES:
+            self.scalar.wide_element_accesses += 1
 
     def emit_atomic_rmw(self, op: Operation) -> list[Repr]:
         if self.single_thread is None:  # outside parallel regions updates need no atomics

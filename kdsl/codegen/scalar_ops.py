@@ -34,6 +34,11 @@ def range_length(bl: ir.IRBuilder, start: ir.Value, stop: ir.Value, step: ir.Val
     return bl.select(nonempty, length, zero)
 
 
+# An array element wider than this (a 3x3 f64 matrix) is read and written one iteration
+# at a time: a loop over such elements is not vectorised across iterations.
+WIDE_ELEMENT_BYTES = 64
+
+
 class ScalarEmitter:
     """Emits one scalar op at the builder's position."""
 
@@ -45,6 +50,7 @@ class ScalarEmitter:
         self.fastmath = fastmath
         self.builder: ir.IRBuilder = None  # type: ignore[assignment]
         self.vector_math_calls = 0  # emitted so far (loops of several interleave more)
+        self.wide_element_accesses = 0  # array elements over WIDE_ELEMENT_BYTES, so far
 
     # --- helpers --------------------------------------------------------------------
 

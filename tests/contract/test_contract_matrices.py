@@ -95,15 +95,23 @@ def transform(m: kd.Array[kd.mat33], v: kd.Array[kd.vec3], out: kd.Array[kd.vec3
         out[i] = m[i] @ v[i]
 
 
+@kd.kernel
+def transform_f64(m: kd.Array[kd.mat33d], v: kd.Array[kd.vec3d], out: kd.Array[kd.vec3d]):
+    for i in kd.prange(m.shape[0]):
+        out[i] = m[i] @ v[i]
+
+
 def test_arrays_of_matrices_are_read_as_whole_rows(rng):
-    """A 3x3 matrix spans 9 elements: the vectoriser loads whole matrices and shuffles
-    them apart instead of gathering each component (several times slower)."""
-    m = rng.normal(size=(37, 3, 3)).astype(np.float32)
-    v = rng.normal(size=(37, 3)).astype(np.float32)
-    out = np.zeros_like(v)
-    check(transform, m, v, out, rtol=1e-5)
-    assert np.allclose(out, np.einsum("nij,nj->ni", m, v), rtol=1e-5, atol=1e-6)
-    assert "llvm.masked.gather" not in transform.llvm_ir(m, v, out, optimized=True)
+    """A 3x3 matrix spans 9 elements: the vectoriser loads whole f32 matrices and
+    shuffles them apart, and leaves a loop streaming f64 matrices to vectorise each
+    iteration on its own, instead of gathering each component (several times slower)."""
+    for kernel, dtype in ((transform, np.float32), (transform_f64, np.float64)):
+        m = rng.normal(size=(37, 3, 3)).astype(dtype)
+        v = rng.normal(size=(37, 3)).astype(dtype)
+        out = np.zeros_like(v)
+        check(kernel, m, v, out, rtol=1e-5)
+        assert np.allclose(out, np.einsum("nij,nj->ni", m, v), rtol=1e-5, atol=1e-6)
+        assert "llvm.masked.gather" not in kernel.llvm_ir(m, v, out, optimized=True)
 
 
 @kd.kernel
