@@ -20,6 +20,10 @@ from kdsl.ir.core import Block, Operation, Value, replace_all_uses
 from kdsl.ir.ops import lookup
 from kdsl.ir.structured import ForOp, IfOp, WhileOp
 
+# ops a reversed branch copies rather than reading their values from the forward sweep
+_COPIED_NOT_READ = frozenset({"constant", "splat", "extract", "make_vector", "insert",
+                              "array_dim"})
+
 
 class ReverseSweep(LoopReversal, ParallelReversal):
     """The adjoint of each op, last to first.
@@ -153,13 +157,7 @@ class ReverseSweep(LoopReversal, ParallelReversal):
             with self.b.at(block), self.scope():
                 inner = dict(m)
                 if forward is not None:
-                    stand_ins = {r: Value(r.type, r.name_hint) for o in region.ops
-                                 for r in o.results if r in tape.values}
-                    for o in region.ops:
-                        if o in self.deferred:  # as the forward sweep leaves them
-                            for r in o.results:
-                                inner.pop(r, None)
-                    inner.update(stand_ins)
+                    stand_ins = self._stand_ins(region, inner)
                     tapes: dict[Operation, Any] = {}
                 else:
                     tapes = self.forward(region.ops, inner, recompute=True)
@@ -201,6 +199,23 @@ class ReverseSweep(LoopReversal, ParallelReversal):
                         or r not in tape.values for r in inner.results):
                     return False
         return True
+
+    def _stand_ins(self, region: Block, inner: dict[Value, Value]) -> dict[Value, Value]:
+        """Maps (in ``inner``) the values of a branch's side to stand-ins for the forward
+        copy's values, returned by the original ones; ops that only move components or
+        give constants are copied instead, so that later passes see through them (the
+        component of a splat, a constant operand)."""
+        stand_ins: dict[Value, Value] = {}
+        for o in region.ops[:-1]:
+            if o in self.deferred:  # as the forward sweep leaves them
+                for r in o.results:
+                    inner.pop(r, None)
+            elif o.name in _COPIED_NOT_READ:
+                self.clone(o, inner, True)
+            else:
+                for r in o.results:
+                    stand_ins[r] = inner[r] = Value(r.type, r.name_hint)
+        return stand_ins
 
     def _read_forward_values(self, forward: Operation, side: int, block: Block,
                              stand_ins: dict[Value, Value], values: dict[Value, Value]) -> None:
