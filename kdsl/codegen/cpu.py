@@ -58,9 +58,29 @@ def start_loading_llvm() -> None:
 
 def _load_quietly() -> None:
     try:
+        _map_llvm_library()
         llvm()
     except Exception:  # noqa: BLE001 - the compile's own call to llvm() reports it
         pass
+
+
+def _map_llvm_library() -> None:
+    """Maps llvmlite's shared library through libc's ``dlopen``, a foreign call that
+    releases the interpreter's lock (``ctypes.CDLL`` holds it for the whole load, which
+    is most of loading LLVM): llvmlite's own load then finds the library mapped."""
+    import ctypes
+    import importlib.util
+
+    spec = importlib.util.find_spec("llvmlite")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not folders or platform.system() != "Linux":
+        return
+    libc = ctypes.CDLL(None)
+    dlopen = libc.dlopen
+    dlopen.restype, dlopen.argtypes = ctypes.c_void_p, [ctypes.c_char_p, ctypes.c_int]
+    # the mode ctypes.CDLL uses: the same mapping serves llvmlite's load
+    dlopen(os.path.join(folders[0], "binding", "libllvmlite.so").encode(),
+           os.RTLD_NOW | os.RTLD_LOCAL)
 
 
 def new_target_machine() -> Any:
