@@ -13,6 +13,8 @@ import os
 import platform
 import struct
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +40,55 @@ def llvm() -> Any:
                 # LLVM's default limit of 8 its loop vectoriser gathers every component
                 # (3-20x slower than loading whole rows and shuffling them apart)
                 binding.set_option("kdsl", "-max-interleave-group-factor=16")
+                _install_private_calls()
                 _state["binding"] = binding
     return _state["binding"]
+
+
+class _PrivateCalls:
+    """Stands in for the lock llvmlite takes around every call of LLVM's C API (one lock
+    for every thread, which would run the parts of a module compiled on threads one
+    after the other): a thread compiling in an LLVM context and with a target machine of
+    its own (``private_llvm_calls``) skips it; every other call takes it as before."""
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+        self.local = threading.local()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if getattr(self.local, "private", False):
+            return True
+        return bool(self.lock.acquire(blocking, timeout))
+
+    def release(self) -> None:
+        if not getattr(self.local, "private", False):
+            self.lock.release()
+
+
+def _install_private_calls() -> None:
+    """Puts ``_PrivateCalls`` in place of llvmlite's lock (left as it is in an llvmlite
+    that keeps it elsewhere: the parts then compile one after the other)."""
+    from llvmlite.binding import ffi
+
+    llvm_lock: Any = getattr(ffi.lib, "_lock", None)
+    inner = getattr(llvm_lock, "_lock", None)
+    if inner is not None and hasattr(inner, "acquire") and hasattr(inner, "release"):
+        _state["private_calls"] = llvm_lock._lock = _PrivateCalls(inner)
+
+
+@contextmanager
+def private_llvm_calls() -> Iterator[None]:
+    """Within the block, this thread's LLVM calls run alongside other threads' (for LLVM
+    objects only this thread uses: a context, its modules, a target machine)."""
+    private = _state.get("private_calls")
+    if private is None:
+        yield
+        return
+    private.local.private = True
+    try:
+        yield
+    finally:
+        private.local.private = False
 
 
 def start_loading_llvm() -> None:
@@ -168,7 +217,8 @@ def compile_parts(texts: list[str]) -> list[bytes]:
 
     def compile_part(k: int) -> None:
         try:
-            objects[k] = compile_to_object(texts[k], new_target_machine())
+            with private_llvm_calls():
+                objects[k] = compile_to_object(texts[k], new_target_machine())
         except BaseException as error:  # noqa: BLE001 - raised again on the caller's thread
             failures.append(error)
 
@@ -177,7 +227,8 @@ def compile_parts(texts: list[str]) -> list[bytes]:
     for thread in threads:
         thread.start()
     try:
-        objects[0] = compile_to_object(texts[0])
+        with private_llvm_calls():  # not the shared target machine: another thread may use it
+            objects[0] = compile_to_object(texts[0], new_target_machine())
     finally:
         with stage("llvm other threads"):  # what this thread waits for them
             for thread in threads:

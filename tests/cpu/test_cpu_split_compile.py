@@ -147,3 +147,24 @@ def test_the_parts_load_from_memory_where_the_library_cannot(always_split, rng, 
     assert always_split
     np.testing.assert_allclose(got, step.python(*reference), rtol=1e-5)
     np.testing.assert_allclose(args[3], reference[3])
+
+
+def test_parts_compile_while_another_thread_holds_llvmlites_lock():
+    """llvmlite takes one lock around every LLVM call of every thread: the parts' threads
+    skip it (each compiles in a context and with a target machine of its own), so they
+    run at once; the objects are those of a compile one part at a time."""
+    import threading
+
+    from llvmlite.binding import ffi
+
+    texts = [f"define i32 @part{k}(i32 %x) {{\n  %y = mul i32 %x, {k + 3}\n  ret i32 %y\n}}\n"
+             for k in range(2)]
+    cpu.llvm()
+    done: list[list[bytes]] = []
+    worker = threading.Thread(target=lambda: done.append(cpu.compile_parts(texts)), daemon=True)
+    with ffi.lib._lock:  # held by this thread until the parts are compiled
+        worker.start()
+        worker.join(timeout=60)
+        assert done, "the parts waited for llvmlite's lock"
+    assert [cpu.elf_symbols(o)[0] for o in done[0]] == [{b"part0"}, {b"part1"}]
+    assert done[0] == [cpu.compile_to_object(t) for t in texts]
