@@ -135,6 +135,57 @@ def test_changed_func_source_is_a_new_entry(run_python, tmp_path):
     assert set(first) < set(entries(cache))
 
 
+HELPERS = '''
+import kdsl as kd
+
+LIMIT = {limit}
+
+
+@kd.func
+def clipped(x):
+    return min(x, LIMIT)
+
+
+@kd.func
+def through(x):
+    return clipped(x) + 1.0
+'''
+
+USER = '''
+import kdsl as kd
+from helpers import through
+
+
+@kd.kernel
+def apply(a):
+    for i in kd.prange(a.shape[0]):
+        a[i] = through(a[i])
+'''
+
+
+def test_funcs_called_through_other_funcs_and_their_constants_are_in_the_key(
+        run_python, tmp_path):
+    """A func two calls away, in another module, and the constant it reads."""
+    modules, cache = tmp_path / "modules", tmp_path / "cache"
+    modules.mkdir()
+
+    def run(limit: float, body: str = "min(x, LIMIT)") -> list[float]:
+        text = HELPERS.format(limit=limit).replace("min(x, LIMIT)", body)
+        (modules / "helpers.py").write_text(text)
+        (modules / "user_kernels.py").write_text(USER)
+        for cached in (modules / "__pycache__").glob("*"):
+            cached.unlink()
+        caller = ("import numpy as np\nfrom user_kernels import apply\n"
+                  "a = np.array([1.0, 5.0])\napply(a)\nprint(a.tolist())\n")
+        result = run_python(caller, env={"KDSL_CACHE_DIR": str(cache)}, path=modules)
+        return eval(result.stdout.strip().splitlines()[-1])
+
+    assert run(3.0) == [2.0, 4.0]
+    assert run(4.5) == [2.0, 5.5]
+    assert run(4.5, "max(x, LIMIT)") == [5.5, 6.0]
+    assert len([p for p in cache.rglob("*") if p.is_file()]) >= 3
+
+
 def test_argument_types_are_part_of_the_key(run_python, tmp_path):
     modules, cache = tmp_path / "modules", tmp_path / "cache"
     modules.mkdir()
