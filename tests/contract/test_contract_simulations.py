@@ -123,17 +123,17 @@ def pressure_solve(p: kd.Array[kd.f64, 2], div: kd.Array[kd.f64, 2],
 
 
 def test_pressure_solve_converges_as_python_does(rng):
-    n = 12
+    n = 8
     solid = np.zeros((n, n), np.uint8)
     solid[0, :] = solid[-1, :] = solid[:, 0] = solid[:, -1] = 1
-    solid[5:7, 3:9] = 1
+    solid[3:5, 2:6] = 1
     div = rng.normal(size=(n, n))
     div[solid == 1] = 0.0
     div -= div[solid == 0].mean() * (solid == 0)  # solvable
-    iterations, residual, converged = check(pressure_solve, np.zeros((n, n)), div, solid, 1e-6,
+    iterations, residual, converged = check(pressure_solve, np.zeros((n, n)), div, solid, 1e-4,
                                             2000, rtol=1e-9, atol=1e-9)
-    assert converged and residual <= 1e-6 and 10 < iterations < 2000
-    stopped = check(pressure_solve, np.zeros((n, n)), div, solid, 1e-6, 7, rtol=1e-9, atol=1e-9)
+    assert converged and residual <= 1e-4 and 10 < iterations < 2000
+    stopped = check(pressure_solve, np.zeros((n, n)), div, solid, 1e-4, 7, rtol=1e-9, atol=1e-9)
     assert stopped[0] == 7 and not stopped[2]
 
 
