@@ -109,8 +109,29 @@ def _load_quietly() -> None:
     try:
         _map_llvm_library()
         llvm()
+        _warm_up()
     except Exception:  # noqa: BLE001 - the compile's own call to llvm() reports it
         pass
+
+
+def _warm_up() -> None:
+    """Optimises and compiles an empty function: LLVM sets up its optimisation and code
+    generation on their first use (a few milliseconds), here while the interpreter runs
+    the compile's frontend. LLVM calls only: no import on this thread (an import the
+    compile's thread makes meanwhile could wait for it)."""
+    b = llvm()
+    machine = target_machine()
+    context = b.create_context()
+    try:
+        module = b.parse_assembly("define void @kdsl.warm_up() {\n  ret void\n}\n", context=context)
+        module.triple, module.data_layout = machine.triple, str(machine.target_data)
+        tuning = b.create_pipeline_tuning_options(speed_level=3)
+        passes = b.create_pass_builder(machine, tuning)
+        passes.getModulePassManager().run(module, passes)
+        machine.emit_object(module)
+        module.close()
+    finally:
+        context.close()
 
 
 def _map_llvm_library() -> None:
