@@ -1,32 +1,58 @@
-"""Fixtures of the whole suite: a private disk cache for the session (so no run reads
+"""Fixtures of the whole suite: a private disk cache for the run (so no run reads
 another's entries), the thread count restored after every test, and parallel loops that
 start a team of threads however small they are (so that the small inputs of tests
-exercise the parallel code; tests/cpu/test_cpu_parallel_policy.py tests the default)."""
+exercise the parallel code; tests/cpu/test_cpu_parallel_policy.py tests the default).
+
+Under pytest-xdist (``-n 2``) the workers share the run's cache folder (entries are
+written atomically) and its record of the kernels whose PTX ptxas has accepted, so a
+kernel two workers compile is built and checked once."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
 import kdsl as kd
 from kdsl.runtime.threads import set_min_parallel_work
 
+RUN_FOLDER = "KDSL_TEST_RUN_DIR"  # set by the controlling process, read by xdist workers
+_SAVED_ENVIRONMENT = pytest.StashKey[dict[str, "str | None"]]()
 
-@pytest.fixture(scope="session", autouse=True)
-def _private_kernel_cache():
-    """Compiled code goes to a fresh temporary cache, removed at the end of the session."""
-    directory = tempfile.mkdtemp(prefix="kdsl_test_cache_")
-    previous = os.environ.get("KDSL_CACHE_DIR")
-    os.environ["KDSL_CACHE_DIR"] = directory
-    yield directory
-    if previous is None:
-        os.environ.pop("KDSL_CACHE_DIR", None)
-    else:
-        os.environ["KDSL_CACHE_DIR"] = previous
-    shutil.rmtree(directory, ignore_errors=True)
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's folder: made by the controlling process (a plain run or xdist's
+    controller) before any worker starts; workers inherit its name in the environment."""
+    if hasattr(config, "workerinput"):
+        return
+    root = Path(tempfile.mkdtemp(prefix="kdsl_test_run_"))
+    (root / "cache").mkdir()
+    (root / "ptx_checked").mkdir()
+    config.stash[_SAVED_ENVIRONMENT] = {name: os.environ.get(name)
+                                        for name in (RUN_FOLDER, "KDSL_CACHE_DIR")}
+    os.environ[RUN_FOLDER] = str(root)
+    os.environ["KDSL_CACHE_DIR"] = str(root / "cache")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    saved = config.stash.get(_SAVED_ENVIRONMENT, None)
+    if saved is None:
+        return
+    root = os.environ.get(RUN_FOLDER)
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    if root:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _run_folder() -> Path:
+    return Path(os.environ[RUN_FOLDER])
 
 
 @pytest.fixture(autouse=True)
@@ -59,9 +85,6 @@ def _ptx_checks_enabled() -> bool:
     return True
 
 
-PTX_CHECKED: dict[str, str] = {}  # cache key -> kernel name
-
-
 @pytest.fixture(scope="session", autouse=True)
 def _check_ptx_of_every_kernel():
     if not _ptx_checks_enabled():
@@ -71,13 +94,14 @@ def _check_ptx_of_every_kernel():
     from kdsl.runtime import compiler
 
     original = compiler.compile_kernel
+    checked = _run_folder() / "ptx_checked"  # one empty file per accepted cache key
 
     def compile_and_check_ptx(fn, name, params, deps, options):
         compiled = original(fn, name, params, deps, options)
-        key = compiler.cache_key(deps, params, options)
-        if key not in PTX_CHECKED:
-            PTX_CHECKED[key] = name
+        mark = checked / compiler.cache_key(deps, params, options)
+        if not mark.exists():
             check_with_ptxas(compiler.ptx_text(fn, params, options, f"kdsl_entry_{name}"))
+            mark.touch()
         return compiled
 
     compiler.compile_kernel = compile_and_check_ptx
@@ -86,6 +110,9 @@ def _check_ptx_of_every_kernel():
 
 
 def pytest_terminal_summary(terminalreporter):
-    if PTX_CHECKED:
+    if hasattr(terminalreporter.config, "workerinput") or RUN_FOLDER not in os.environ:
+        return
+    count = sum(1 for _ in (_run_folder() / "ptx_checked").iterdir())
+    if count:
         terminalreporter.write_line(
-            f"PTX of {len(PTX_CHECKED)} kernel specialisations generated and assembled by ptxas")
+            f"PTX of {count} kernel specialisations generated and assembled by ptxas")
