@@ -261,7 +261,7 @@ class GemmEmitter(MicroKernelAndPacking):
         on a team of threads when the product is big enough and the caller is not in a
         parallel region (``nested``). Returns 0, or 1 where a packing buffer could not be
         allocated."""
-        from kdsl.codegen.parallel import MAX_THREADS, SETTINGS_T
+        from kdsl.codegen.parallel_team import MAX_THREADS, SETTINGS_T
 
         fn, b = self._function("product", GEMM_ARGS + [i1], i32)
         args = list(fn.args[:len(GEMM_ARGS)])
