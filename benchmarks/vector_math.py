@@ -40,6 +40,9 @@ FUNCTIONS = {  # name: (numpy ufunc, input range)
     "tan": (np.tan, (-100.0, 100.0)),
     "sinh": (np.sinh, (-5.0, 5.0)),
     "cosh": (np.cosh, (-5.0, 5.0)),
+    "atan": (np.arctan, (-50.0, 50.0)),
+    "asin": (np.arcsin, (-1.0, 1.0)),
+    "acos": (np.arccos, (-1.0, 1.0)),
 }
 
 
@@ -107,6 +110,21 @@ def sinh_loop(x, out):  # type: ignore[no-untyped-def]
 def cosh_loop(x, out):  # type: ignore[no-untyped-def]
     for i in kd.prange(x.shape[0]):
         out[i] = kd.cosh(x[i])
+
+
+def atan_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(x.shape[0]):
+        out[i] = kd.atan(x[i])
+
+
+def asin_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(x.shape[0]):
+        out[i] = kd.asin(x[i])
+
+
+def acos_loop(x, out):  # type: ignore[no-untyped-def]
+    for i in kd.prange(x.shape[0]):
+        out[i] = kd.acos(x[i])
 
 
 def _compile(name: str, mode: str, x: np.ndarray, out: np.ndarray) -> Callable[[], None]:

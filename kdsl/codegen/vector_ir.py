@@ -77,6 +77,9 @@ class VectorBuilder:
     def abs(self, a: ir.Value) -> ir.Value:
         return self.b.call(self._intrinsic("fabs", 1), [a])
 
+    def sqrt(self, a: ir.Value) -> ir.Value:
+        return self.b.call(self._intrinsic("sqrt", 1), [a])
+
     def copysign(self, magnitude: ir.Value, sign: ir.Value) -> ir.Value:
         return self.b.call(self._intrinsic("copysign", 2), [magnitude, sign])
 

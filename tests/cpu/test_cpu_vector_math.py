@@ -155,9 +155,29 @@ def test_libmvec_variants_of_own_functions(symbol: str, monkeypatch: pytest.Monk
     still vectorise through libmvec, within 4 ulp."""
     monkeypatch.setenv("KDSL_VECTOR_MATH", "libmvec")
     name, dtype = _name_and_dtype(symbol)
-    args = [_inputs(name, dtype, 1 << 15, np.random.default_rng(5))]
+    rng = np.random.default_rng(5)
+    args = [rng.permutation(_inputs(name, dtype, 1 << 15, rng))
+            for _ in range(vector_variants.OWN[symbol].arity)]
     optimised = str(cpu.optimize(_kernel(name).llvm_ir(*args, args[0])))
     assert "@_ZGV" in optimised and not re.findall(rf"@kdsl\.vm\.{symbol}\.v\d+\(", optimised)
+    _assert_within_4_ulp(name, args, _run(_kernel(name), args))
+
+
+@pytest.mark.parametrize("symbol", sorted(set(OWN) - vector_variants.PREFERRED))
+def test_own_variants_used_where_libmvec_is_missing(symbol: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """KDSL_VECTOR_MATH=own (what a host without libmvec gets): the functions whose own
+    variants are not preferred to libmvec's vectorise inlined, within 4 ulp."""
+    if not vector_variants.available(symbol):
+        pytest.skip("no own vector variants here")
+    monkeypatch.setenv("KDSL_VECTOR_MATH", "own")
+    name, dtype = _name_and_dtype(symbol)
+    rng = np.random.default_rng(6)
+    args = [rng.permutation(_inputs(name, dtype, 1 << 18, rng))
+            for _ in range(vector_variants.OWN[symbol].arity)]
+    optimised = str(cpu.optimize(_kernel(name).llvm_ir(*args, args[0])))
+    assert "@_ZGV" not in optimised and not re.findall(rf"@kdsl\.vm\.{symbol}\.v\d+\(", optimised)
+    assert "<16 x double>" in optimised or "<8 x double>" in optimised or "<4 x double>" in optimised
     _assert_within_4_ulp(name, args, _run(_kernel(name), args))
 
 
@@ -194,6 +214,25 @@ def test_own_sin_cos_tan_near_and_past_the_reduction_limit(symbol: str) -> None:
     mixed[rng.integers(0, mixed.size, 40)] = dtype(3e37)
     for x in (around, -around, mixed):
         _assert_within_4_ulp(name, [x], _run(_kernel(name), [x]))
+
+
+@pytest.mark.parametrize("mode", ["own", "libmvec"])
+def test_atan2_of_zeros_infinities_and_nan_in_every_quadrant(
+        mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every pair of signed zeros, infinities, NaN and ordinary values, in a loop that
+    vectorises: C's atan2 results (pi, pi/2, 3 pi/4 and the sign of zero included)."""
+    if mode == "libmvec" and not vector_math.available():
+        pytest.skip("no libmvec here")
+    monkeypatch.setenv("KDSL_VECTOR_MATH", mode)
+    values = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 1e-40, -3e-39,
+                       3e38, -2.5, 0.75], np.float32)
+    y, x = (a.ravel() for a in np.meshgrid(values, values))
+    y, x = np.tile(y, 4), np.tile(x, 4)
+    got = _run(_kernel("atan2"), [y, x])
+    want = np.arctan2(y.astype(np.float64), x.astype(np.float64)).astype(np.float32)
+    assert np.max(ulp_distance(got, want)) <= 1
+    numbers = ~np.isnan(want)
+    np.testing.assert_array_equal(np.signbit(got[numbers]), np.signbit(want[numbers]))
 
 
 def test_chains_of_math_calls_interleave_and_handle_remainders() -> None:
