@@ -8,7 +8,6 @@ Loading a cached shared library needs neither llvmlite nor LLVM: a warm start is
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import platform
 import struct
@@ -18,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from kdsl.digests import sha256
 from kdsl.timings import stage
 
 _lock = threading.Lock()
@@ -180,7 +180,7 @@ def target_description() -> str:
     try:
         with open("/proc/cpuinfo") as f:
             lines = [ln for ln in f if ln.startswith(("model name", "flags", "vendor_id"))]
-        cpu = hashlib.sha256("".join(sorted(set(lines))).encode()).hexdigest()
+        cpu = sha256("".join(sorted(set(lines))).encode()).hexdigest()
     except OSError:
         b = llvm()
         cpu = f"{b.get_host_cpu_name()}|{b.get_host_cpu_features().flatten()}"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import hashlib
 import inspect
 import linecache
 import textwrap
@@ -13,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kdsl.digests import sha256
 from kdsl.errors import CompileError
 from kdsl.ir.location import SourceLocation
 
@@ -57,7 +57,7 @@ class FunctionSource:
         return value
 
     def fingerprint(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        return sha256(self.text.encode()).hexdigest()
 
 
 MISSING = _MISSING

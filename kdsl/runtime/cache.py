@@ -12,13 +12,14 @@ full disk) costs only the cache: the code runs from memory, with one warning.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import pickle
 import warnings
 from pathlib import Path
 
-_DIGEST = hashlib.sha256().digest_size
+from kdsl.digests import sha256
+
+_DIGEST = sha256().digest_size
 _warned: set[str] = set()
 
 
@@ -39,7 +40,7 @@ def _paths(key: str) -> tuple[Path, Path]:
 
 
 def checksum(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    return sha256(data).hexdigest()
 
 
 def load(key: str) -> tuple[Path, dict, bytes] | None:
@@ -50,7 +51,7 @@ def load(key: str) -> tuple[Path, dict, bytes] | None:
     code_path, meta_path = _paths(key)
     try:
         raw = meta_path.read_bytes()
-        if len(raw) <= _DIGEST or hashlib.sha256(raw[_DIGEST:]).digest() != raw[:_DIGEST]:
+        if len(raw) <= _DIGEST or sha256(raw[_DIGEST:]).digest() != raw[:_DIGEST]:
             return None
         meta = pickle.loads(raw[_DIGEST:])
         if not isinstance(meta, dict) or meta.get("key") != key:
@@ -89,7 +90,7 @@ def store(key: str, code: bytes, meta: dict) -> Path | None:
     try:
         _atomic_write(code_path, code)
         body = pickle.dumps(dict(meta, key=key, size=len(code), sha256=checksum(code)))
-        _atomic_write(meta_path, hashlib.sha256(body).digest() + body)
+        _atomic_write(meta_path, sha256(body).digest() + body)
     except OSError as error:
         _warn_once(error)
         return None  # a read-only or full disk only costs a recompile next time

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
 import struct
 import sys
@@ -18,6 +17,7 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
+from kdsl.digests import sha256
 from kdsl.runtime.arguments import (
     Parameter,
     check_integer_range,
@@ -184,14 +184,14 @@ def compiler_fingerprint() -> str:
                 elif entry.name.endswith(".py"):
                     stat = entry.stat()
                     entries.append(f"{relative}:{stat.st_size}:{stat.st_mtime_ns};")
-    return hashlib.sha256("".join(sorted(entries)).encode()).hexdigest()
+    return sha256("".join(sorted(entries)).encode()).hexdigest()
 
 
 def cache_key(deps: Dependencies, params: list[Parameter], options: BuildOptions,
               extra: tuple[str, ...] = ()) -> str:
     from kdsl.codegen.cpu import target_description
 
-    h = hashlib.sha256()
+    h = sha256()
     parts = [
         f"kdsl {VERSION}", compiler_fingerprint(), sys.version, np.__version__,
         target_description(), os.environ.get("KDSL_VECTOR_MATH", ""),

@@ -11,10 +11,11 @@ fills the two entries (called by compiled code that finds its entry empty).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import sys
 import threading
 from typing import Any
+
+from kdsl.digests import sha256
 
 GEMM_SLOTS = (ctypes.c_void_p * 3)()
 ENTRY_SYMBOLS = ("kdsl_gemm_f32", "kdsl_gemm_f64")
@@ -44,7 +45,7 @@ def _key() -> str:
     from kdsl.codegen.cpu import target_description
     from kdsl.runtime.compiler import compiler_fingerprint
 
-    h = hashlib.sha256()
+    h = sha256()
     for part in ("kdsl gemm library", compiler_fingerprint(), sys.version, target_description()):
         h.update(part.encode())
         h.update(b"\0")

@@ -11,13 +11,13 @@ this kdsl, Python, NumPy and machine.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kdsl.digests import sha256
 from kdsl.runtime.ndarray_layout import ndarray_offsets
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def helper_key(name: str, key_parts: tuple[str, ...]) -> str:
     from kdsl.codegen.cpu import target_description
     from kdsl.runtime.compiler import VERSION, compiler_fingerprint
 
-    h = hashlib.sha256()
+    h = sha256()
     for part in ("kdsl helper", VERSION, compiler_fingerprint(), sys.version, np.__version__,
                  target_description(), repr(ndarray_offsets()), name, *key_parts):
         h.update(part.encode())
