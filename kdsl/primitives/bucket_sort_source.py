@@ -16,8 +16,8 @@ The keys are sorted as order-preserving unsigned keys (keys.py) less the smalles
    cache, into its final place in the array: a bucket whose keys lie in a narrow range
    by counting sort (it writes each key as often as it was counted); a few keys by
    insertion; up to ``CACHE`` keys by an LSD radix sort of up to 11 bits a pass (only the
-   bits of the bucket's own range; two passes go through the group's scratch, so they
-   end in the array without a copy); a larger bucket is first split serially by its top
+   bits of the bucket's own range; two passes go from the buffer through the group's
+   scratch back to the buffer, in cache, then one sequential copy writes the array); a larger bucket is first split serially by its top
    11 bits into sub-buckets that are sorted the same way (a stack of segments per group,
    each segment in the buffer or in the array). A segment's keys are known to lie
    between bounds (the edges of the bucket's first and last nonempty fine bins, or of
@@ -193,8 +193,9 @@ def _segment_source(k: str, bits: int) -> str:
         "            keys[j] = value_of_key(k)",
         "    in_keys = not in_keys",
     )
-    # two passes of a segment that fits the group's scratch: source to scratch to the
-    # array, with no copy to make the passes end in the array
+    # two passes of a segment that fits the group's scratch: source to scratch and back
+    # to the buffer (whose lines of the segment are in cache), then one sequential copy
+    # into the array (scattered writes there would each wait for a line from memory)
     two_passes = _lines(
         "digit = (width + 1) // 2",
         "radix = kd.i64(1) << digit",
@@ -225,7 +226,9 @@ def _segment_source(k: str, bits: int) -> str:
         "    z = radix_at + kd.i64(((k - low) >> second) & mask)",
         f"    j = work[g, z] & {NONNEG}",
         "    work[g, z] = j + 1",
-        "    keys[j] = value_of_key(k)",
+        "    kb[j] = k",
+        "for q in range(lo, hi):",
+        "    keys[q] = value_of_key(kb[q])",
     )
     split = _lines(
         f"shift = {k}(width - {RADIX_BITS})",
