@@ -12,8 +12,9 @@ and deleted. The loop body is then straight vector code that the instruction sch
 interleaves, with no calls, no register spills around calls and no table lookups. Where
 the C library's libmvec has a variant too, ``PREFERRED`` names the functions whose own
 version measured faster or as fast (benchmarks/vector_math.py: ``cosh`` twice as fast,
-``tan`` even; not the float32 inverse trigonometric functions, computed in float64 lanes;
-float64 ``log1p`` measured slower and is left out); the others keep libmvec.
+float32 ``tan`` even; not float64 ``tan``, nor the float32 inverse trigonometric functions
+and ``erf``, computed in float64 lanes; float64 ``log1p`` measured slower and is not
+among them); the others keep libmvec.
 
 ``KDSL_VECTOR_MATH=libmvec`` or ``=own`` overrides the choice (benchmarks compare both).
 """
@@ -28,7 +29,13 @@ from typing import Any
 
 from llvmlite import ir
 
-from kdsl.codegen import math_exp_log, math_hyperbolic, math_inverse_trig, math_trig
+from kdsl.codegen import (
+    math_error_function,
+    math_exp_log,
+    math_hyperbolic,
+    math_inverse_trig,
+    math_trig,
+)
 from kdsl.codegen.llvm_types import f32, f64
 from kdsl.codegen.vector_ir import VectorBuilder
 
@@ -85,11 +92,13 @@ OWN: dict[str, OwnFunction] = {
     "asinf": _unary(math_inverse_trig.asin),
     "acosf": _unary(math_inverse_trig.acos),
     "atan2f": OwnFunction(lambda v, args, fallback: math_inverse_trig.atan2(v, *args), f32, 2),
+    "erff": _unary(math_error_function.erf),
 }
 # where libmvec has the function too: ours measured as fast or faster (benchmarks/vector_math.py)
-# the float32 inverse trigonometric functions compute in float64 lanes: about 2-3 times
-# slower than libmvec, and used only where it is missing
-PREFERRED = frozenset(OWN) - {"atanf", "asinf", "acosf", "atan2f"}
+# the float32 inverse trigonometric functions and erf compute in float64 lanes: about 2-3
+# times slower than libmvec, and used only where it is missing; float64 tan measured about
+# 10% slower
+PREFERRED = frozenset(OWN) - {"atanf", "asinf", "acosf", "atan2f", "erff", "tan"}
 
 
 @functools.cache
