@@ -17,7 +17,6 @@ from kdsl.codegen.llvm_types import (
     unflatten,
 )
 from kdsl.codegen.scalar_ops import range_length
-from kdsl.codegen.vector_math import interleave_hints
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import Trait, lookup
 from kdsl.ir.structured import ForOp, IfOp, WhileOp
@@ -224,7 +223,10 @@ class ControlFlow:
         iv.add_incoming(next_iv, latch)
         self._add_incoming(carried, new_values, latch, types)
         back_edge = self.b.branch(header)
-        hints += interleave_hints(self.scalar.vector_math_calls - math_calls)
+        if self.scalar.vector_math_calls > math_calls:
+            from kdsl.codegen.vector_math import interleave_hints
+
+            hints += interleave_hints(self.scalar.vector_math_calls - math_calls)
         if self.scalar.wide_element_accesses > wide_accesses and not types and (
                 "no-vectorize" not in hints):
             # a loop streaming 3x3 f64 matrices: vectorised across iterations, each

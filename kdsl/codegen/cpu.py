@@ -202,9 +202,10 @@ def optimize(llvm_ir: str, context: Any = None, machine: Any = None) -> Any:
     pto.loop_unrolling = True
     pass_builder = b.create_pass_builder(tm, pto)
     pass_builder.getModulePassManager().run(module, pass_builder)
-    from kdsl.codegen.vector_variants import inline_variants
+    if "kdsl.vm." in llvm_ir:  # calls the compiler's own vector math
+        from kdsl.codegen.vector_variants import inline_variants
 
-    inline_variants(module, tm, context)
+        inline_variants(module, tm, context)
     return module
 
 

@@ -11,7 +11,6 @@ from typing import Any
 from llvmlite import ir
 
 from kdsl import types as T
-from kdsl.codegen import vector_math
 from kdsl.codegen.llvm_types import f32, f64, i1, scalar_type
 from kdsl.ir.math_builtins import MATH_FUNCTIONS, MathFunction
 
@@ -117,7 +116,11 @@ class ScalarEmitter:
     def vectorisable(self, libm_name: str, t: ir.Type) -> ir.Function | None:
         """The scalar function with vector variants for a C library math function, or
         None (no fastmath, not on this host, or not a vectorised function)."""
-        if not (self.vector_math and self.fastmath and vector_math.has_variants(libm_name)):
+        if not (self.vector_math and self.fastmath):
+            return None
+        from kdsl.codegen import vector_math  # imported by kernels that call math only
+
+        if not vector_math.has_variants(libm_name):
             return None
         self.vector_math_calls += 1
         return vector_math.vectorisable_function(self.module, libm_name, t)
