@@ -13,8 +13,9 @@ schedule and no atomics, and a team's threads call it per chunk from one shared 
 (``team_driver``, started by ``run_team``, both emitted once per module: parallel_team.py).
 Reductions keep one partial per chunk, combined in chunk order afterwards, so a result
 does not depend on which thread ran which chunk. A loop whose estimated work (iterations
-times the body's cost, see parallel_cost) is below the runtime's threshold runs on the calling thread: a team would cost more than
-it saves. A parallel loop inside another runs serially.
+times the body's cost, see parallel_cost) is below the runtime's threshold runs on the
+calling thread: a team would cost more than it saves. A parallel loop inside another runs
+serially.
 
 Scatter privatisation: an array that the region only updates with ``+=``/``-=`` (atomics
 whose old value is unused) gets a zeroed private copy per thread when it is small next to
