@@ -149,3 +149,19 @@ def test_stop_gradient_of_arrays(rng) -> None:
     np.testing.assert_allclose(d_w, 2.0 * np.outer(residual, x), rtol=1e-12)
     _, tangent = kd.jvp(fixed_target_loss, (x, w), (np.ones(3), None))
     assert np.isclose(tangent, d_x.sum(), rtol=1e-12)
+
+
+@kd.kernel
+def diffuse(u: kd.Array[kd.f64, 2], k: kd.f64, steps: kd.i32) -> kd.f64:
+    for _ in range(steps):  # slice assignments into the array itself, in a time loop
+        u[1:-1, 1:] = u[1:-1, 1:] + k * (u[2:, 1:] - 2.0 * u[1:-1, 1:] + u[:-2, 1:])
+        u.T[0, ::-1] = kd.cos(u[::-1, 1])
+    row = u[1, 1:]
+    for j in range(row.shape[0]):
+        row[j] = kd.sin(row[j])
+    return kd.sum(u * kd.sin(u))
+
+
+def test_updates_through_views_of_the_differentiated_array(rng) -> None:
+    u = rng.random((5, 4))
+    kd.check_grad(diffuse, u, 0.1, 8, argnums=(0, 1))

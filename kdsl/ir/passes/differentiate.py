@@ -10,7 +10,7 @@ from typing import Any
 from kdsl.errors import CompileError
 from kdsl.ir.autodiff.tensor_activity import is_stop_gradient
 from kdsl.ir.core import Module
-from kdsl.ir.passes import lower_tensors
+from kdsl.ir.passes import fold_store_views, lower_tensors
 
 
 def run(module: Module, options: Any = None) -> None:
@@ -45,6 +45,7 @@ def _reverse_mode(module: Module, argnums: tuple[int, ...], options: Any) -> Non
 
 
 def _differentiate(module: Module, argnums: tuple[int, ...], options: Any) -> None:
+    fold_store_views.run(module.kernel)  # the sweep follows writes by the array written
     if getattr(options, "vjp", False):
         from kdsl.ir.autodiff.vjp import vector_jacobian_product
 
