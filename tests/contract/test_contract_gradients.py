@@ -165,3 +165,43 @@ def diffuse(u: kd.Array[kd.f64, 2], k: kd.f64, steps: kd.i32) -> kd.f64:
 def test_updates_through_views_of_the_differentiated_array(rng) -> None:
     u = rng.random((5, 4))
     kd.check_grad(diffuse, u, 0.1, 8, argnums=(0, 1))
+
+
+@kd.func
+def clipped(x: kd.f64) -> kd.f64:
+    return kd.min(x, 1.0)
+
+
+@clipped.grad
+def clipped_grad(x: kd.f64, g: kd.f64) -> kd.f64:
+    return g  # a straight-through estimator: not the derivative of the body
+
+
+@kd.func
+def soft_length(v: kd.vec3d) -> kd.f64:
+    return kd.sqrt(kd.dot(v, v) + 1e-3) * WEIGHTS[0]
+
+
+@soft_length.grad
+def soft_length_grad(v: kd.vec3d, g: kd.f64):
+    return 0.5 * g * WEIGHTS[0] * v / kd.sqrt(kd.dot(v, v) + 1e-3)  # half, on purpose
+
+
+@kd.kernel
+def hand_written(x: kd.Array[kd.f64], p: kd.Array[kd.vec3d], n: kd.i32) -> kd.f64:
+    s = 0.0
+    for i in kd.prange(p.shape[0]):
+        j = 0
+        while j < n:
+            s += soft_length(p[i] * (j + 1.0)) + 2.0 * clipped(x[i] * (j + 1.0))
+            j += 1
+    return s
+
+
+def test_forward_mode_follows_hand_written_gradients(rng) -> None:
+    x, p = rng.random(4) + 0.3, rng.random((4, 3))
+    d_x, d_p = kd.grad(hand_written, (0, 1))(x, p, 3)
+    np.testing.assert_allclose(d_x, np.full(4, 12.0))  # 2 * (1 + 2 + 3), clipped or not
+    tx, tp = rng.standard_normal(4), rng.standard_normal((4, 3))
+    _, tangent = kd.jvp(hand_written, (x, p, 3), (tx, tp, None))
+    assert np.isclose(tangent, d_x @ tx + np.sum(d_p * tp), rtol=1e-12)

@@ -79,6 +79,8 @@ class TangentSweep(AdjointEmitter):
             self._parallel_for(op, m)
         elif op.name == "stop_gradient":
             m[op.result] = m.get(op.operands[0], op.operands[0])
+        elif op.name == "call" and "gradient" in op.attrs:
+            self._custom_gradient_call(op, m)
         elif op.name == "call":
             raise located_error("calls that were not inlined cannot be differentiated",
                                 op.location)
@@ -122,6 +124,43 @@ class TangentSweep(AdjointEmitter):
                 tangent = rule(self, op, list(new.operands), tangents)
                 if tangent is not None:
                     self.tangents[op.result] = tangent
+
+    def _custom_gradient_call(self, op: Operation, m: dict[Value, Value]) -> None:
+        """A func with a hand-written gradient: the tangent of its result is the sum of
+        the gradient's adjoints (given a unit adjoint of the result) times the arguments'
+        tangents, so that forward and reverse mode agree."""
+        new = self.clone(op, m, recompute=False)
+        assert new is not None
+        if not self.carries(op.result):
+            return
+        result_type = op.result.type
+        if not isinstance(result_type, T.ScalarType):
+            raise located_error(
+                "forward mode of a func with a hand-written gradient needs a scalar result; "
+                f"this one returns {result_type}", op.location)
+        count = op.attrs["arguments"]
+        arguments, captures = new.operands[:count], new.operands[count:]
+        types = [v.type for v in op.operands[:count]]
+        call = self.b.create("call", [*arguments, self.const(1.0, result_type), *captures],
+                             {"callee": op.attrs["gradient"], "types": types},
+                             result_types=types)
+        tangent: Value | None = None
+        for v, partial in zip(op.operands[:count], call.results):
+            t = self.tangents.get(v)
+            if t is None or not is_float(v.type):
+                continue
+            if isinstance(v.type, T.VectorType):
+                term = self.op("dot", partial, t)
+            elif isinstance(v.type, T.ScalarType):
+                term = self.op("mul", partial, t)
+            else:
+                raise located_error(
+                    "forward mode of a func with a hand-written gradient takes scalar and "
+                    f"vector arguments; this one takes a {v.type}", op.location)
+            term = self.b.cast(term, result_type)
+            tangent = term if tangent is None else self.op("add", tangent, term)
+        if tangent is not None:
+            self.tangents[op.result] = tangent
 
     def _gemm(self, op: Operation, new: Operation) -> None:
         """``c = a @ b`` (rows ``first`` to ``first + count`` when given): the tangent of

@@ -10,7 +10,7 @@ from typing import Any
 from kdsl.errors import CompileError
 from kdsl.ir.autodiff.tensor_activity import is_stop_gradient
 from kdsl.ir.core import Module
-from kdsl.ir.passes import fold_store_views, lower_tensors
+from kdsl.ir.passes import fold_store_views, inline_funcs, lower_tensors
 
 
 def run(module: Module, options: Any = None) -> None:
@@ -66,6 +66,7 @@ def run_forward(module: Module, options: Any = None) -> None:
 
     dead_code.run(module.kernel)  # the whole-array ops the lowering fused into loops
     jacobian_vector_product(module, tuple(tangent))
+    inline_funcs.run(module)  # the funcs with hand-written gradients, and those gradients
     if any(is_stop_gradient(op) for op in module.kernel.body.walk()):
         from kdsl.ir.autodiff.gradient import strip_stop_gradients
 

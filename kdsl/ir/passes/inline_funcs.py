@@ -48,9 +48,11 @@ def _locate_library_code_at(op: Operation, call_site: SourceLocation) -> None:
 
 
 def run(module: Module, options: Any = None) -> None:
-    """Inlines every call; under a gradient (``options.gradient``), calls of funcs with a
-    hand-written gradient stay whole for the differentiation (which inlines them after)."""
-    keep = getattr(options, "gradient", None) is not None
+    """Inlines every call; under a gradient (``options.gradient``, ``options.tangent``),
+    calls of funcs with a hand-written gradient stay whole for the differentiation (which
+    inlines them after)."""
+    keep = getattr(options, "gradient", None) is not None or getattr(
+        options, "tangent", None) is not None
     funcs = {f.name: f for f in module.funcs.values()}
     # inline inside funcs first, so that copies carry no calls
     for f in funcs.values():
