@@ -36,8 +36,9 @@ def primal_parameters(params: list[Parameter], argnums: Sequence[int],
         if count == extra:
             break
         extra += 1
-    if vjp and primal and primal[-1].name == "return":  # the returned array's (vjp.py)
-        primal = primal[:-1]
+    while vjp and primal and (primal[-1].name == "return"
+                              or primal[-1].name.startswith("return.")):
+        primal = primal[:-1]  # the returned arrays' (ir/autodiff/vjp.py)
     return primal
 
 

@@ -63,6 +63,10 @@ def _recording_call(kernel: Kernel, *args: Any, **keywords: Any) -> Any:
     return tape._record(kernel, kernel.with_defaults(args))
 
 
+def _is_float_array(a: Any) -> bool:
+    return is_array(a) and np.dtype(a.dtype).kind == "f"
+
+
 def _plain_argument(a: Any) -> Any:
     """An argument as kernels take it: a TapeScalar as a float, a kdsl CPU array (or an
     array of another library on the CPU) as its NumPy array."""
@@ -198,10 +202,11 @@ class Tape(TapeReverse):
         self._commit(call, taken, copied_bytes)
         if argnums and isinstance(result, (float, np.floating)):
             return TapeScalar(float(result), self, len(self._calls) - 1)
-        returned_type = plan.returned_type if argnums else None
-        if returned_type is not None and self._returns_new_array(result, plain):
-            call.returned, call.returned_type = result, returned_type
-            self._active.add(id(result))
+        returned_types = plan.returned_types if argnums else None
+        returned = result if type(result) is tuple else (result,)
+        if returned_types is not None and self._returns_new_arrays(returned, plain):
+            call.returned, call.returned_types = returned, returned_types
+            self._active.update(id(r) for r in returned if _is_float_array(r))
         elif argnums and result is not None:
             self._remember_returned(result, kernel.__name__)
         return result
@@ -313,16 +318,18 @@ class Tape(TapeReverse):
         return found
 
     @staticmethod
-    def _returns_new_array(result: Any, plain: tuple) -> bool:
-        """Whether the call returned a float array in memory of its own (not an
-        argument's: the gradient of a view of an argument is not followed)."""
-        if not is_array(result) or np.dtype(result.dtype).kind != "f":
-            return False
-        return not any(is_array(a) and overlaps(result, a) for a in plain)
+    def _returns_new_arrays(returned: tuple, plain: tuple) -> bool:
+        """Whether the floating-point arrays a call returned (one at least) are in memory
+        of their own (not an argument's, nor one another's: the gradient of a view of an
+        argument is not followed)."""
+        floats = [r for r in returned if _is_float_array(r)]
+        return bool(floats) and not any(
+            overlaps(r, a) for k, r in enumerate(floats)
+            for a in (*(a for a in plain if is_array(a)), *floats[k + 1:]))
 
     def _remember_returned(self, result: Any, kernel_name: str) -> None:
         for value in result if isinstance(result, tuple) else (result,):
-            if is_array(value) and np.dtype(value.dtype).kind == "f":
+            if _is_float_array(value):
                 try:
                     kept: Any = weakref.ref(value)
                 except TypeError:

@@ -31,13 +31,12 @@ def _results_of(compiled: Any) -> tuple[list[Any], bool]:
     return [r.type for r in compiled.results], compiled.returns_tuple
 
 
-def _returned_array_type(results: list[Any], returns_tuple: bool) -> T.ArrayType | None:
-    """The type of the one array a specialisation returns (None if it returns anything
-    else), as an annotation (any layout)."""
-    if len(results) != 1 or returns_tuple or not isinstance(results[0], T.ArrayType):
+def _returned_array_types(results: list[Any]) -> tuple[T.ArrayType, ...] | None:
+    """The types of the arrays a specialisation returns (one, or a tuple of arrays; None
+    if it returns anything else), as annotations (any layout)."""
+    if not results or not all(isinstance(t, T.ArrayType) for t in results):
         return None
-    t = results[0]
-    return T.ArrayType(t.dtype, t.ndim)
+    return tuple(T.ArrayType(t.dtype, t.ndim) for t in results)
 
 
 def _own_code_only(kernel: Kernel, compiled: Any) -> bool:
@@ -121,7 +120,7 @@ class RecordPlan:
     read: tuple[int, ...]  # the arrays it does not write
     hidden: bool  # it takes hidden arguments (arrays of globals, the random stream)
     random: bool  # it draws random numbers
-    returned_type: T.ArrayType | None
+    returned_types: tuple[T.ArrayType, ...] | None
     scalar_result: bool  # it returns one float (its gradient may be taken as recorded)
     on_cpu: bool
     function: Any  # the kernel's Python function, and the code the plan was made for
@@ -151,7 +150,7 @@ class RecordPlan:
         return found
 
     def reverse_plan(self, kernel: Kernel, argnums: tuple[int, ...],
-                     returned: T.ArrayType | None) -> ReversePlan:
+                     returned: tuple[T.ArrayType, ...] | None) -> ReversePlan:
         found = self.reverse.get((argnums, returned))
         if found is None:
             from kdsl.runtime.vjp_kernel import vjp_kernel
@@ -202,7 +201,7 @@ def plan_for(kernel: Kernel, plain: tuple) -> RecordPlan:
         compiled, [p.name for p in params], written,
         tuple(k for k, p in enumerate(params) if _is_float_parameter(p)), arrays,
         tuple(k for k in arrays if k not in written), hidden, kernel.uses_random(),
-        _returned_array_type(results, returns_tuple),
+        _returned_array_types(results),
         (len(results) == 1 and not returns_tuple and isinstance(results[0], T.ScalarType)
          and results[0].is_float),
         not hasattr(compiled, "meta"), kernel.py_function, kernel.py_function.__code__)

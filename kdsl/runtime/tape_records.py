@@ -34,7 +34,7 @@ class Call:
     """One recorded kernel call."""
 
     __slots__ = ("kernel", "plan", "args", "plain", "argnums", "written", "snapshots", "keep",
-                 "gradient", "returned", "returned_type")
+                 "gradient", "returned", "returned_types")
 
     def __init__(self, kernel: Kernel, plan: RecordPlan, args: tuple, plain: tuple,
                  argnums: tuple[int, ...], written: tuple[int, ...]) -> None:
@@ -52,9 +52,10 @@ class Call:
         # recorded (by the gradient kernel, which also gives the value), scaled on the
         # way back
         self.gradient: tuple | None = None
-        # the float array the call returned, through which gradients flow back, and its type
-        self.returned: Any = None
-        self.returned_type: T.ArrayType | None = None
+        # the arrays the call returned (one, or a tuple's), through whose floating-point
+        # ones gradients flow back, and their types
+        self.returned: tuple | None = None
+        self.returned_types: tuple[T.ArrayType, ...] | None = None
 
 
 class Segment:

@@ -108,7 +108,7 @@ class TapeReverse:
                     self._scale_gradient(call, seed, adjoints, scalar_adjoints)
             elif call.argnums and (seed != 0.0 or any(key in adjoints for key in call.written)
                                    or (call.returned is not None
-                                       and id(call.returned) in adjoints)):
+                                       and any(id(r) in adjoints for r in call.returned))):
                 self._reverse(call, versions, adjoints, scalar_adjoints, seed)
             if call.snapshots:
                 versions.update(call.snapshots)
@@ -152,7 +152,7 @@ class TapeReverse:
                  scalar_adjoints: dict[int, float], seed: float) -> None:
         """Runs the call's vector-Jacobian product on the arrays as the call found them
         (it overwrites the arrays the call writes: copies where they are read again)."""
-        plan = call.plan.reverse_plan(call.kernel, call.argnums, call.returned_type)
+        plan = call.plan.reverse_plan(call.kernel, call.argnums, call.returned_types)
         args = list(call.plain)
         snapshots, keep, given = call.snapshots, call.keep, call.args
         for k in call.plan.arrays:
@@ -169,11 +169,12 @@ class TapeReverse:
             if adjoint is None:
                 adjoint = adjoints[key] = zeros_like(args[k])
             adjoint_arrays.append(adjoint)
-        returned = call.returned
-        if returned is not None:  # written by the product; its adjoint, then gone
+        for returned in call.returned or ():  # written by the product
             args.append(empty_like(returned))
-            adjoint = adjoints.pop(id(returned), None)
-            adjoint_arrays.append(adjoint if adjoint is not None else zeros_like(returned))
+        for returned in call.returned or ():  # the adjoints of the float ones, then gone
+            if np.dtype(returned.dtype).kind == "f":
+                adjoint = adjoints.pop(id(returned), None)
+                adjoint_arrays.append(adjoint if adjoint is not None else zeros_like(returned))
         *scalars, saved = plan.product((*args, *adjoint_arrays, seed))
         if saved > self.saved_bytes:
             self.saved_bytes = int(saved)

@@ -13,8 +13,6 @@ from kdsl.runtime.arguments import Parameter, parameter_for
 from kdsl.runtime.gradient import GradientKernel, _is_array
 from kdsl.runtime.kernel import Kernel
 
-RETURNED = "return"  # the parameter the returned array is written into (ir/autodiff/vjp.py)
-
 
 class VjpKernel(GradientKernel):
     """Called with the kernel's arguments, one adjoint array per differentiated array
@@ -22,17 +20,19 @@ class VjpKernel(GradientKernel):
     value before it) and the adjoint of the returned scalar; returns the adjoints of the
     differentiated scalar arguments, then the bytes kept for the reverse sweep.
 
-    With ``returned`` (the type of the array the kernel returns), the product passes
-    gradients back through that array too: the kernel's arguments are followed by an
-    array of its shape (written), and the adjoint arrays by the returned array's adjoint."""
+    With ``returned`` (the types of the arrays the kernel returns: one, or those of a
+    tuple), the product passes gradients back through the floating-point ones too: the
+    kernel's arguments are followed by an array of each one's shape (written), and the
+    adjoint arrays by the adjoints of the floating-point ones."""
 
     label = "vjp"
 
     def __init__(self, kernel: Kernel, argnums: tuple[int, ...],
-                 returned: T.ArrayType | None = None) -> None:
+                 returned: tuple[T.ArrayType, ...] | None = None) -> None:
         count = len(inspect.signature(kernel.py_function).parameters)
         if returned is not None:
-            argnums = (*argnums, count)
+            argnums = (*argnums, *(count + j for j, t in enumerate(returned)
+                                   if T.element_scalar(t.dtype).is_float))
         super().__init__(kernel, argnums)
         self.returned = returned
         self.own_argnums = tuple(k for k in argnums if k < count)
@@ -40,16 +40,18 @@ class VjpKernel(GradientKernel):
         self.__name__ = f"vjp_{kernel.__name__}"
 
     def __repr__(self) -> str:
-        also = " and its returned array" if self.returned is not None else ""
+        also = " and its returned arrays" if self.returned is not None else ""
         return (f"<vector-Jacobian product of {self.primal!r} w.r.t. arguments "
                 f"{self.own_argnums}{also}>")
 
     def parameters(self, args: tuple) -> list[Parameter]:
+        from kdsl.ir.autodiff.vjp import returned_name
+
         count = len(inspect.signature(self.py_function).parameters)
         params = self.primal_parameters(args[:count])
         rest: list[Any] = list(args[count:-1])
-        if self.returned is not None:
-            params.append(parameter_for(RETURNED, self.returned, rest.pop(0)))
+        for position, t in enumerate(self.returned or ()):
+            params.append(parameter_for(returned_name(position), t, rest.pop(0)))
         adjoints = [p for k, p in enumerate(params) if k in self.argnums and _is_array(p)]
         return (params + [parameter_for(f"d_{p.name}", None, a)
                           for p, a in zip(adjoints, rest)]
@@ -60,9 +62,9 @@ _made: weakref.WeakKeyDictionary[Kernel, dict[Any, VjpKernel]] = weakref.WeakKey
 
 
 def vjp_kernel(kernel: Kernel, argnums: tuple[int, ...],
-               returned: T.ArrayType | None = None) -> VjpKernel:
+               returned: tuple[T.ArrayType, ...] | None = None) -> VjpKernel:
     """The (cached) vector-Jacobian product of ``kernel`` with respect to ``argnums`` (and
-    the array it returns, of type ``returned``, when given)."""
+    the arrays it returns, of types ``returned``, when given)."""
     by_argnums = _made.setdefault(kernel, {})
     key = (argnums, returned)
     found = by_argnums.get(key)

@@ -1,7 +1,7 @@
 """Arrays a kernel returns under kd.Tape carry gradients to later calls: against float64
 central differences of the same Python program (tensor expressions, arrays made in the
 kernel, vector elements, in-place updates of a returned array, a returned loss,
-checkpoints); arrays returned in a tuple or aliasing an argument are refused."""
+checkpoints, tuples of arrays); arrays aliasing an argument are refused."""
 
 from __future__ import annotations
 
@@ -152,16 +152,74 @@ def itself(a: kd.Array[kd.f64]):
 
 @kd.kernel
 def pair(a: kd.Array[kd.f64]):
-    return a * 2.0, a * 3.0
+    return a * 2.0, kd.sin(a) * a
 
 
-def test_returned_arguments_and_tuples_are_refused_when_used() -> None:
+@kd.kernel
+def with_itself(a: kd.Array[kd.f64]):
+    return a * 2.0, a
+
+
+@kd.kernel
+def loop_pair(x: kd.Array[kd.f64]):
+    """Two arrays made by a loop and an int array, returned as a tuple."""
+    n = x.shape[0]
+    out = kd.zeros(n, kd.f64)
+    other = kd.empty(n, kd.f64)
+    signs = kd.zeros(n, kd.i32)
+    for i in kd.prange(n):
+        out[i] = x[i] * x[(i + 1) % n]
+        other[i] = kd.cos(x[i]) + 0.5 * x[(i + n - 1) % n]
+        signs[i] = 1 if x[i] > 0.5 else -1
+    return out, signs, other
+
+
+@kd.kernel
+def points_and_weights(x: kd.Array[kd.f64]):
+    """A tuple of a vector array and a scalar array."""
+    points = kd.empty(x.shape[0] // 2, kd.vec2d)
+    for i in kd.prange(points.shape[0]):
+        points[i] = kd.vec2d(x[2 * i] * x[2 * i + 1], kd.cos(x[2 * i]))
+    return points, x * x
+
+
+def test_arrays_returned_in_a_tuple_carry_gradients() -> None:
+    def program(x: Any) -> Any:
+        first, second = pair(x)
+        return dot_with(first, second)
+
+    check_tape(program, RNG.random(5))
+
+
+@pytest.mark.parametrize("checkpoint_every", [None, 2])
+def test_a_tuple_of_loop_arrays_one_of_ints_updated_and_read_again(
+        checkpoint_every: int | None) -> None:
+    def program(x: Any) -> Any:
+        out, signs, other = loop_pair(x)
+        assert signs.dtype == np.int32
+        relax(out, 0.3)
+        h = smoothed(other)
+        return dot_with(out, h)
+
+    check_tape(program, RNG.random(6), checkpoint_every)
+
+
+def test_only_some_arrays_of_a_tuple_reach_the_loss() -> None:
+    def program(x: Any) -> Any:
+        _, second = pair(x)
+        points, _ = points_and_weights(second)
+        return spread(points)
+
+    check_tape(program, RNG.random(6))
+
+
+def test_returned_arguments_are_refused_when_used() -> None:
     x = kd.array(RNG.random(4), requires_grad=True)
     with kd.Tape():
         same = itself(x)
         with pytest.raises(ValueError, match="argument 'a' of dot_with is an array itself "
                                              "returned under the tape"):
             dot_with(same, x)
-        first, _ = pair(x)
-        with pytest.raises(ValueError, match="argument 'b' of dot_with is an array pair"):
-            dot_with(x, first)
+        doubled, _ = with_itself(x)  # one of the tuple is the argument: none is followed
+        with pytest.raises(ValueError, match="argument 'b' of dot_with is an array with_itself"):
+            dot_with(x, doubled)

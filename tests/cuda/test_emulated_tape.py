@@ -165,6 +165,32 @@ def test_returned_arrays_on_the_device_match_the_cpu(emulated_device) -> None:
 
 
 @kd.kernel
+def smoothed_pair(x: kd.Array[kd.f64]):
+    n = x.shape[0]
+    out = kd.zeros(n, kd.f64)
+    other = kd.zeros(n, kd.f64)
+    for i in kd.prange(n):
+        out[i] = 0.5 * x[i] * x[(i + 1) % n]
+        other[i] = kd.cos(x[i]) + 0.25 * x[(i + n - 1) % n]
+    return out, other
+
+
+def test_arrays_returned_in_a_tuple_on_the_device_match_the_cpu(emulated_device) -> None:
+    x0 = np.random.default_rng(14).random(7)
+    grads = []
+    for device in ("cpu", "cuda"):
+        x = kd.array(x0, device=device, requires_grad=True)
+        with kd.Tape() as tape:
+            h, g = smoothed_pair(x)
+            relax(h, 0.3)
+            loss = dot_with(h, g)
+        tape.backward(loss)
+        grads.append(x.grad.numpy())
+    assert np.abs(grads[0]).max() > 1e-3
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-10)
+
+
+@kd.kernel
 def small_network(w: kd.Array[kd.f64, 2], x: kd.Array[kd.f64, 2]) -> kd.f64:
     h = kd.tanh(x @ w)
     return kd.sum(h * h * kd.max(h, axis=1, keepdims=True))

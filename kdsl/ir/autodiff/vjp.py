@@ -9,10 +9,11 @@ the element it overwrote and clears it, a load adds to it. The kernel returns th
 of the differentiated scalar arguments, then the peak bytes kept for the reverse sweep.
 The arrays the kernel writes are left in no particular state (the tape passes copies).
 
-A kernel that returns an array passes gradients back through it when ``argnums`` holds
-the position after the kernel's last argument: the kernel then writes the array into an
-extra last argument, ``return`` (its contents on entry do not matter), whose adjoint
-array (on entry, the adjoint of the returned value) follows the other adjoint arrays.
+A kernel that returns an array (or a tuple of arrays) passes gradients back through it
+when ``argnums`` holds positions after the kernel's last argument: the kernel then writes
+each array it returns into an extra last argument, ``return``, ``return.1``, ... (their
+contents on entry do not matter); the adjoint arrays of those ``argnums`` holds (on
+entry, the adjoints of the returned values) follow the other adjoint arrays.
 """
 
 from __future__ import annotations
@@ -47,37 +48,47 @@ def _returned_value(fn: Function) -> Value | None:
     return result if is_float(result.type) else None
 
 
-def _return_into_argument(fn: Function) -> Function:
-    """``fn`` writing the array it returns into an extra last argument, returning nothing."""
+def returned_name(position: int) -> str:
+    """The name of the extra argument the ``position``-th returned array is written into
+    (never a Python identifier, so no parameter of the kernel's own has it)."""
+    return RETURNED if position == 0 else f"{RETURNED}.{position}"
+
+
+def _return_into_arguments(fn: Function) -> Function:
+    """``fn`` writing the arrays it returns (one, or a tuple of arrays) into extra last
+    arguments, returning nothing."""
     ret = fn.body.ops[-1]
-    result = ret.operands[0] if len(ret.operands) == 1 else None
-    if result is None or fn.attrs.get("returns_tuple") or not isinstance(result.type, T.ArrayType):
+    results = list(ret.operands)
+    if not results or not all(isinstance(v.type, T.ArrayType) for v in results):
         raise located_error(
-            f"kd.Tape passes gradients back through one returned array; {fn.name} returns "
-            + (", ".join(str(v.type) for v in ret.operands) or "nothing"), fn.location)
-    t = result.type
-    out = Value(T.ArrayType(t.dtype, t.ndim, True), RETURNED)
+            f"kd.Tape passes gradients back through returned arrays; {fn.name} returns "
+            + (", ".join(str(v.type) for v in results) or "nothing"), fn.location)
     fn.body.ops.pop()
     builder = IRBuilder(fn.body)
     builder.location = ret.location
-    dims = [builder.create("array_dim", [result], {"axis": k}).result for k in range(t.ndim)]
-    body = Block([Value(T.i64, f"i{k}") for k in range(t.ndim)])
-    with builder.at(body):
-        value = builder.create("array_load", [result, *body.args]).result
-        builder.create("array_store", [out, *body.args, value])
-        builder.create("yield", [])
-    builder.create("parallel_for", dims, {"ndim": t.ndim, "reductions": ()}, [body], [])
+    names = []
+    for position, result in enumerate(results):
+        t = result.type
+        out = Value(T.ArrayType(t.dtype, t.ndim, True), returned_name(position))
+        dims = [builder.create("array_dim", [result], {"axis": k}).result for k in range(t.ndim)]
+        body = Block([Value(T.i64, f"i{k}") for k in range(t.ndim)])
+        with builder.at(body):
+            value = builder.create("array_load", [result, *body.args]).result
+            builder.create("array_store", [out, *body.args, value])
+            builder.create("yield", [])
+        builder.create("parallel_for", dims, {"ndim": t.ndim, "reductions": ()}, [body], [])
+        fn.body.args.append(out)
+        names.append(returned_name(position))
     builder.create("return", [])
-    fn.body.args.append(out)
-    return Function(fn.name, fn.body, [], True, fn.location, [*fn.arg_names, RETURNED],
+    return Function(fn.name, fn.body, [], True, fn.location, [*fn.arg_names, *names],
                     {k: v for k, v in fn.attrs.items() if k != "returns_tuple"})
 
 
 def vector_jacobian_product(module: Module, argnums: tuple[int, ...]) -> None:
     """Replaces ``module.kernel`` by its vector-Jacobian product with respect to the
     arguments at ``argnums`` (and its returned array, see the module's doc)."""
-    if len(module.kernel.args) in argnums:
-        module.kernel = _return_into_argument(module.kernel)
+    if any(k >= len(module.kernel.args) for k in argnums):
+        module.kernel = _return_into_arguments(module.kernel)
     fn = module.kernel
     ret = fn.body.ops[-1]
     result = _returned_value(fn)
