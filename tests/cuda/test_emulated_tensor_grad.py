@@ -37,3 +37,20 @@ def test_tensor_gradient_ptx() -> None:
     x, w, b, y = arrays()
     ptx = kd.grad(network_loss, (1, 2)).ptx(x, w, b, y)
     assert ".entry" in ptx or ".visible" in ptx
+
+
+@kd.kernel
+def stepped(u: kd.Array[kd.f64, 2], k: kd.f64, steps: kd.i32) -> kd.f64:
+    for _ in range(steps):  # whole-array updates in a loop, through views of u
+        u[1:-1] = u[1:-1] + k * (u[2:] - 2.0 * u[1:-1] + u[:-2])
+        u.T[0] = kd.cos(u[:, 1]) * kd.stop_gradient(u[:, 0])
+    return kd.sum(u * u)
+
+
+def test_gradient_of_whole_array_steps_through_views_on_the_device(emulated_device) -> None:
+    u = np.random.default_rng(4).random((5, 3))
+    expected = kd.grad(stepped, (0, 1))(u, 0.2, 4)
+    d_u, d_k = kd.grad(stepped, (0, 1))(kd.array(u, device="cuda"), 0.2, 4)
+    assert d_u.device == "cuda"
+    np.testing.assert_allclose(d_u.numpy(), expected[0], rtol=1e-10)
+    assert np.isclose(d_k, expected[1], rtol=1e-10)
