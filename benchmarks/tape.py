@@ -4,8 +4,9 @@
 Rows: the n-body potential energy of benchmarks/grad.py (one kernel call recorded, then
 ``tape.backward``) next to ``kd.grad`` of the same kernel; the gallery's soft-body throw
 (gallery/soft_body_throw.py: a Python loop of in-place time steps recorded by the tape)
-with its forward run alone, recorded, and the backward pass. Gradients are checked
-against ``kd.grad`` (n-body) before timing.
+with its forward run alone, recorded, and the backward pass; the Python cost of one
+recorded call and of one call on the way back. Gradients are checked against ``kd.grad``
+(n-body) before timing.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +117,67 @@ def soft_body(side: int, steps: int) -> None:
           f"{(record_s + backward_s) / forward_s:.2f}  (target <= 3)")
 
 
+def per_call(steps: int = 300) -> None:
+    """The Python cost of a call: the soft-body step on a 3 x 3 body (kernels of well under
+    a microsecond), per step, called with kdsl arrays and with NumPy arrays, recorded, and
+    its product on the way back. CPU time of the process (one thread), so that other
+    processes' load does not count."""
+    import kdsl as kd
+
+    throw = load_gallery("soft_body_throw")
+    scene = throw.Scene(3, "cpu")
+    dt = throw.FLIGHT_SECONDS / steps
+    arrays = (scene.x, scene.v, scene.f, scene.neighbours, scene.rest)
+    plain = tuple(a.numpy() for a in arrays)
+    constants = (throw.STIFFNESS, throw.DAMPING, dt)
+    recorded: list[Any] = []
+
+    def with_kd_arrays() -> None:
+        for _ in range(steps):
+            throw.step(*arrays, *constants)
+
+    def with_numpy_arrays() -> None:
+        for _ in range(steps):
+            throw.step(*plain, *constants)
+
+    def record() -> None:
+        if recorded:
+            recorded[0].reset()
+            recorded.clear()
+        with kd.Tape() as tape:
+            throw.set_velocity(scene.v, scene.v0)
+            for _ in range(steps):
+                throw.step(*arrays, *constants)
+            loss = throw.pose_error(scene.x, scene.target)
+        recorded[:] = [tape, loss]
+
+    def backward() -> None:
+        tape, loss = recorded
+        tape.backward(loss)
+        tape.zero()
+
+    def cpu_time(fn: Any) -> float:
+        best = float("inf")
+        for _ in range(20):
+            started = time.process_time()
+            fn()
+            best = min(best, time.process_time() - started)
+        return best / steps * 1e6
+
+    threads = kd.get_num_threads()
+    kd.set_num_threads(1)
+    try:
+        for fn in (with_kd_arrays, with_numpy_arrays, record, backward):
+            fn()
+            fn()
+        times = [cpu_time(fn) for fn in (with_kd_arrays, with_numpy_arrays, record, backward)]
+    finally:
+        kd.set_num_threads(threads)
+    print(f"one call, in CPU microseconds (soft-body step, {len(scene.x0)} masses, one thread)")
+    print(f"  kdsl arrays {times[0]:6.2f}   NumPy arrays {times[1]:6.2f}   recorded "
+          f"{times[2]:6.2f}   backward {times[3]:6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--n", type=int, default=4096)
@@ -126,6 +189,7 @@ def main() -> None:
         args.n, args.side, args.steps = 512, 12, 100
     nbody(args.n)
     soft_body(args.side, args.steps)
+    per_call()
 
 
 if __name__ == "__main__":

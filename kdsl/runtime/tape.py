@@ -128,11 +128,11 @@ class Tape(TapeReverse):
         if not _RECORDING:
             Kernel.__call__ = _PLAIN_CALL  # type: ignore[method-assign]
 
-    def _is_active(self, a: Any) -> bool:
-        if type(a) is TapeScalar:
-            return a.tape is self
+    def _is_active_array(self, a: Any) -> bool:
         if id(a) in self._active:
             return True
+        if type(a) is DeviceArray and not a.requires_grad or type(a) is np.ndarray:
+            return False
         if getattr(a, "requires_grad", False):
             self._active.add(id(a))
             self._leaves[id(a)] = a
@@ -164,8 +164,12 @@ class Tape(TapeReverse):
         if self._returned:
             for k in floats:
                 self._refuse_returned(args[k], f"argument '{plan.names[k]}' of {kernel.__name__}")
-        active = tuple([k for k in floats if self._is_active(args[k])])
-        argnums = plan.argnums_for(active) if active else ()
+        active = [k for k in plan.float_arrays if self._is_active_array(args[k])]
+        for k in plan.float_scalars:
+            a = args[k]
+            if type(a) is TapeScalar and a.tape is self:
+                active.append(k)
+        argnums = plan.argnums_for(tuple(active)) if active else ()
         if argnums and (plan.random or plan.hidden):
             raise TypeError(
                 f"kd.Tape cannot differentiate {kernel.__name__}: it reads arrays from "

@@ -73,20 +73,29 @@ class CopyPool:
 
     def give(self, arrays: list[Any]) -> None:
         """Keeps the memory of the NumPy arrays of ``arrays`` nothing else holds."""
+        kept = []
         while arrays:
             a = arrays.pop()
             # held by ``a`` and getrefcount's argument only
             if type(a) is not np.ndarray or sys.getrefcount(a) > 2:
                 continue
-            owner = a if a.flags.owndata else a.base
-            if not (isinstance(owner, np.ndarray) and owner.flags.owndata
-                    and owner.flags.c_contiguous and owner.nbytes == a.nbytes > 0):
-                continue
-            kept = a if a.flags.c_contiguous else owner
-            with self.lock:
-                if self.bytes + a.nbytes > self.limit:
+            if a.base is not None:  # a view (of a free array of another shape)
+                owner = a.base
+                if not (isinstance(owner, np.ndarray) and owner.flags.owndata
+                        and owner.flags.c_contiguous and owner.nbytes == a.nbytes > 0):
                     continue
-                self.free.setdefault((kept.shape, kept.dtype), []).append(kept)
+                if not a.flags.c_contiguous:
+                    a = owner
+            else:
+                flags = a.flags
+                if not (flags.owndata and flags.c_contiguous and a.nbytes > 0):
+                    continue
+            kept.append(a)
+        with self.lock:
+            for a in kept:
+                if self.bytes + a.nbytes > self.limit:
+                    break
+                self.free.setdefault((a.shape, a.dtype), []).append(a)
                 self.bytes += a.nbytes
 
 

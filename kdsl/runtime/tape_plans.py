@@ -117,6 +117,8 @@ class RecordPlan:
     written: tuple[int, ...]  # the positions of the arrays it writes
     floats: tuple[int, ...]  # the positions of its floating-point arguments
     arrays: tuple[int, ...]  # the positions of its array arguments
+    float_arrays: tuple[int, ...]  # the floating-point ones among those
+    float_scalars: tuple[int, ...]  # and its floating-point scalar arguments
     read: tuple[int, ...]  # the arrays it does not write
     hidden: bool  # it takes hidden arguments (arrays of globals, the random stream)
     random: bool  # it draws random numbers
@@ -197,9 +199,10 @@ def plan_for(kernel: Kernel, plain: tuple) -> RecordPlan:
     arrays = tuple(k for k, p in enumerate(params) if isinstance(p.type, T.ArrayType))
     results, returns_tuple = _results_of(compiled)
     hidden = len(compiled.params) > count
+    floats = tuple(k for k, p in enumerate(params) if _is_float_parameter(p))
     found = by_key[key] = RecordPlan(
-        compiled, [p.name for p in params], written,
-        tuple(k for k, p in enumerate(params) if _is_float_parameter(p)), arrays,
+        compiled, [p.name for p in params], written, floats, arrays,
+        tuple(k for k in floats if k in arrays), tuple(k for k in floats if k not in arrays),
         tuple(k for k in arrays if k not in written), hidden, kernel.uses_random(),
         _returned_array_types(results),
         (len(results) == 1 and not returns_tuple and isinstance(results[0], T.ScalarType)
