@@ -17,9 +17,10 @@ The keys are sorted as order-preserving unsigned keys (keys.py) less the smalles
    by counting sort (it writes each key as often as it was counted); a few keys by
    insertion; up to ``CACHE`` keys by an LSD radix sort of up to 11 bits a pass (only the
    bits of the bucket's own range; two passes go from the buffer through the group's
-   scratch back to the buffer, in cache, then one sequential copy writes the array); a larger bucket is first split serially by its top
-   11 bits into sub-buckets that are sorted the same way (a stack of segments per group,
-   each segment in the buffer or in the array). A segment's keys are known to lie
+   scratch back to the buffer, in cache, then one sequential copy writes the array); a
+   larger bucket is first split serially by its top 11 bits into sub-buckets that are
+   sorted the same way (a stack of segments per group, each segment in the buffer or in
+   the array). A segment's keys are known to lie
    between bounds (the edges of the bucket's first and last nonempty fine bins, or of
    the sub-bucket's digit), so no pass looks for its smallest and largest key.
 
