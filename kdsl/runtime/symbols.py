@@ -244,25 +244,62 @@ SPIN_COUNT = 1_000
 _WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
 
-def _libgomp_loaded() -> bool:
+def _loaded_libgomp() -> str | None:
+    """The file of the libgomp this process has loaded already (another library's: Numba's
+    OpenMP threading layer), or None."""
     try:
         with open("/proc/self/maps") as maps:
-            return any(os.path.basename(line.split()[-1]).startswith("libgomp.so")
-                       for line in maps if "/" in line)
+            for line in maps:
+                path = line.split()[-1]
+                if "/" in line and os.path.basename(path).startswith("libgomp.so"):
+                    return path
     except OSError:
-        return False
+        pass
+    return None
 
 
 def _load_with_wait_policy(name: str) -> ctypes.CDLL:
     """Loads libgomp, which reads its wait policy once, when it is first loaded: a
-    setting of the user's, or an earlier load by another library, wins."""
-    if any(v in os.environ for v in _WAIT_VARIABLES) or _libgomp_loaded():
+    setting of the user's wins. Where another library loaded it already with its default
+    policy (threads spin for milliseconds at a team's end), kdsl loads a copy of its own,
+    a second runtime with its own threads: with the long spin, a team's last thread can
+    wait behind the spinning first one for a whole time slice whenever the cores are
+    shared (a product of 256^3 took 20 ms instead of 0.2 ms after NumPy and Numba)."""
+    if any(v in os.environ for v in _WAIT_VARIABLES):
         return ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+    loaded = _loaded_libgomp()
     os.environ["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
     try:
+        if loaded is not None:
+            private = _load_private_copy(loaded)
+            if private is not None:
+                return private
         return ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
     finally:
         del os.environ["GOMP_SPINCOUNT"]  # not inherited by child processes
+
+
+def _load_private_copy(path: str) -> ctypes.CDLL | None:
+    """libgomp loaded again from a copy of its file (the dynamic loader maps a file of
+    another name and inode as a library of its own, as PyTorch's bundled copy is), its
+    symbols kept local; the copy is deleted once mapped. None where it cannot be made."""
+    import shutil
+    import tempfile
+
+    copy = None
+    try:
+        descriptor, copy = tempfile.mkstemp(prefix="kdsl-libgomp-", suffix=".so")
+        with os.fdopen(descriptor, "wb") as target, open(path, "rb") as source:
+            shutil.copyfileobj(source, target)
+        return ctypes.CDLL(copy, mode=ctypes.RTLD_LOCAL)
+    except OSError:
+        return None
+    finally:
+        if copy is not None:
+            try:
+                os.unlink(copy)
+            except OSError:
+                pass
 
 
 def _openmp() -> list[int] | None:

@@ -79,3 +79,28 @@ def test_the_openmp_wait_policy_does_not_leak_into_the_environment(run_python, t
     env["OMP_WAIT_POLICY"] = "active"  # a setting of the user's is left alone
     out = run_python(code, env=env, path=tmp_path).stdout.split()
     assert out == ["100000.0", "None", "active"]
+
+
+def test_a_libgomp_loaded_by_another_library_gets_a_private_copy(run_python, tmp_path):
+    """libgomp loaded first by another library (Numba's OpenMP layer) reads its default
+    wait policy (threads spin for milliseconds): kdsl's parallel loops run on a copy of
+    their own, with the short spin, unless the user chose a policy for every runtime."""
+    code = (
+        "import ctypes, os, numpy as np\n"
+        "ctypes.CDLL('libgomp.so.1')\n"
+        "import kdsl as kd\n"
+        "from kdsl.runtime.threads import set_min_parallel_work\n"
+        "from forked_kernels import total\n"
+        "set_min_parallel_work(0)\n"
+        "kd.set_num_threads(2)\n"
+        "print(total(np.ones(100_000)))\n"
+        "maps = open('/proc/self/maps').read()\n"
+        "print('kdsl-libgomp-' in maps, os.environ.get('GOMP_SPINCOUNT'))\n"
+    )
+    (tmp_path / "forked_kernels.py").write_text(textwrap.dedent(KERNELS))
+    env = {"KDSL_CACHE_DIR": str(tmp_path / "cache")}
+    if run_python("import ctypes; ctypes.CDLL('libgomp.so.1')", env=env, check=False).returncode:
+        return  # no libgomp here: loops run serially, nothing to copy
+    assert run_python(code, env=env, path=tmp_path).stdout.split() == ["100000.0", "True", "None"]
+    env["OMP_WAIT_POLICY"] = "passive"  # a setting of the user's: the shared runtime
+    assert run_python(code, env=env, path=tmp_path).stdout.split() == ["100000.0", "False", "None"]
