@@ -23,8 +23,12 @@ REGION_NAME = re.compile(r".+\.parallel\.\d+")  # codegen.parallel's region func
 # that of the straight-line code around them, and of a function it does not optimise
 REGION_COST = 4.0
 UNOPTIMISED_COST = 0.2
-MIN_COST = 800  # a module that costs less compiles faster on one thread
-MIN_SHARE = 0.25  # the cheapest part's least share of the cost
+# a module that costs less compiles about as fast on one thread (the parts' fixed costs:
+# a context and a target machine each, the runtime's helpers copied into each)
+MIN_COST = 600
+# the cheapest part's least share of the cost: the entry, its init and the team runtime
+# alone (about a fifth of an n-body kernel's LLVM time, measured) are worth a thread
+MIN_SHARE = 0.1
 
 
 def instruction_count(fn: ir.Function) -> int:
