@@ -16,8 +16,8 @@ The keys are sorted as order-preserving unsigned keys (keys.py) less the smalles
    cache, into its final place in the array: a bucket whose keys lie in a narrow range
    by counting sort (it writes each key as often as it was counted); a few keys by
    insertion; up to ``CACHE`` keys by an LSD radix sort of up to 11 bits a pass (only the
-   bits of the bucket's own range; two passes go from the buffer through the group's
-   scratch back to the buffer, in cache, then one sequential copy writes the array); a
+   bits of the bucket's own range; two or three passes go between the buffer and
+   the group's scratch, in cache, then one sequential copy writes the array); a
    larger bucket is first split serially by its top 11 bits into sub-buckets that are
    sorted the same way (a stack of segments per group, each segment in the buffer or in
    the array). A segment's keys are known to lie
@@ -194,30 +194,32 @@ def _segment_source(k: str, bits: int) -> str:
         "            keys[j] = value_of_key(k)",
         "    in_keys = not in_keys",
     )
-    # two passes of a segment that fits the group's scratch: source to scratch and back
-    # to the buffer (whose lines of the segment are in cache), then one sequential copy
+    # two or three passes of a segment that fits the group's scratch: between the scratch
+    # and the buffer (whose lines of the segment are in cache), then one sequential copy
     # into the array (scattered writes there would each wait for a line from memory)
-    two_passes = _lines(
-        "digit = (width + 1) // 2",
+    scratch_passes = _lines(
+        f"passes = (width + {RADIX_BITS - 1}) // {RADIX_BITS}",
+        "digit = (width + passes - 1) // passes",
         "radix = kd.i64(1) << digit",
         f"mask = {k}(radix - 1)",
         f"second = {k}(digit) & {k}({bits - 1})",
+        f"third = {k}(2 * digit) & {k}({bits - 1})",
         f"radix_at = radix & {NONNEG}",
-        "for z in range(2 * radix):",
+        f"radix_at2 = (2 * radix) & {NONNEG}",
+        "for z in range(passes * radix):",
         "    work[g, z] = 0",
         _each_key("in_keys", ["d = k - low",
                               "work[g, kd.i64(d & mask)] += 1",
-                              "work[g, radix_at + kd.i64((d >> second) & mask)] += 1"]),
-        "total = kd.i64(0)",
-        "for z in range(radix):",
-        "    c = work[g, z]",
-        "    work[g, z] = total",
-        "    total += c",
-        "total = lo",
-        "for z in range(radix, 2 * radix):",
-        "    c = work[g, z]",
-        "    work[g, z] = total",
-        "    total += c",
+                              "work[g, radix_at + kd.i64((d >> second) & mask)] += 1",
+                              "if passes == 3:",
+                              "    work[g, radix_at2 + kd.i64((d >> third) & mask)] += 1"]),
+        # the first and third passes write the scratch (from 0), the second the buffer
+        "for p in range(passes):",
+        "    total = lo if p == 1 else kd.i64(0)",
+        "    for z in range(p * radix, (p + 1) * radix):",
+        "        c = work[g, z]",
+        "        work[g, z] = total",
+        "        total += c",
         _each_key("in_keys", ["z = kd.i64((k - low) & mask)",
                               f"j = work[g, z] & {NONNEG}",
                               "work[g, z] = j + 1",
@@ -228,8 +230,18 @@ def _segment_source(k: str, bits: int) -> str:
         f"    j = work[g, z] & {NONNEG}",
         "    work[g, z] = j + 1",
         "    kb[j] = k",
-        "for q in range(lo, hi):",
-        "    keys[q] = value_of_key(kb[q])",
+        "if passes == 3:",
+        "    for q in range(lo, hi):",
+        "        k = kb[q]",
+        "        z = radix_at2 + kd.i64(((k - low) >> third) & mask)",
+        f"        j = work[g, z] & {NONNEG}",
+        "        work[g, z] = j + 1",
+        "        scratch[g, j] = k",
+        "    for q in range(m):",
+        "        keys[lo + q] = value_of_key(scratch[g, q])",
+        "else:",
+        "    for q in range(lo, hi):",
+        "        keys[q] = value_of_key(kb[q])",
     )
     split = _lines(
         f"shift = {k}(width - {RADIX_BITS})",
@@ -304,8 +316,8 @@ def _segment_source(k: str, bits: int) -> str:
         "width = 0",
         f"while width < {bits} and ((high - low) >> {k}(width)) != 0:",
         "    width += 1",
-        f"if m <= {CACHE} and width > {RADIX_BITS} and width <= {2 * RADIX_BITS}:",
-        _indent(two_passes, 4),
+        f"if m <= {CACHE} and width > {RADIX_BITS} and width <= {3 * RADIX_BITS}:",
+        _indent(scratch_passes, 4),
         "    continue",
         f"if m <= {CACHE} or width <= {RADIX_BITS} or sp + {1 << RADIX_BITS} > stack_lo.shape[1]:",
         _indent(lsd, 4),
