@@ -27,17 +27,28 @@ import kdsl as kd
 NEIGHBOURS = 40  # particles within the smoothing radius, on average
 
 
-def best_times(sides: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
-    """The best time of each side over ``repeats`` interleaved runs (after a warm-up)."""
+def best_times(sides: dict[str, Callable[[], Any]], repeats: int,
+               cpu: dict[str, float] | None = None) -> dict[str, float]:
+    """The best time of each side over ``repeats`` interleaved runs (after a warm-up);
+    ``cpu``, if given, gets each side's least CPU time of the process (all its threads)."""
     for fn in sides.values():
         fn()
     best = dict.fromkeys(sides, math.inf)
+    least_cpu = dict.fromkeys(sides, math.inf)
     for _ in range(repeats):
         for name, fn in sides.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             fn()
             best[name] = min(best[name], time.perf_counter() - start)
+            least_cpu[name] = min(least_cpu[name], time.process_time() - start_cpu)
+    if cpu is not None:
+        cpu.update(least_cpu)
     return best
+
+
+def cpu_note(cpu: dict[str, float]) -> str:
+    """CPU times, which other load on the machine changes less than wall times do."""
+    return f"cpu: kdsl {1e3 * cpu['kdsl']:.1f} ms (all threads), numpy {1e3 * cpu['numpy']:.1f} ms"
 
 
 def row(label: str, kdsl_time: float, peer: str, peer_time: float | None, notes: str = "") -> None:
@@ -51,10 +62,11 @@ def scan_rows(n: int, repeats: int) -> None:
     for dtype in (np.float64, np.int32):
         a = (rng.standard_normal(n) * 100).astype(dtype)
         assert np.allclose(kd.cumsum(a), np.cumsum(a), rtol=1e-6, atol=1e-6)
+        cpu: dict[str, float] = {}
         t = best_times({"kdsl": lambda a=a: kd.cumsum(a), "numpy": lambda a=a: np.cumsum(a)},
-                       repeats)
+                       repeats, cpu)
         row(f"cumsum 2^{int(math.log2(n))} {np.dtype(dtype).name}", t["kdsl"], "np.cumsum",
-            t["numpy"])
+            t["numpy"], cpu_note(cpu))
 
 
 def sort_rows(n: int, repeats: int) -> None:
@@ -74,10 +86,11 @@ def sort_rows(n: int, repeats: int) -> None:
                 sort(work[side])
             return go
 
+        cpu: dict[str, float] = {}
         t = best_times({"kdsl": run("kdsl", kd.sort), "numpy": run("numpy", np.ndarray.sort)},
-                       repeats)
+                       repeats, cpu)
         row(f"sort in place 2^{int(math.log2(n))} {np.dtype(dtype).name}", t["kdsl"],
-            "ndarray.sort", t["numpy"], "(both times include refilling the keys)")
+            "ndarray.sort", t["numpy"], f"(both include refilling the keys; {cpu_note(cpu)})")
         order = np.empty(n, np.int64)
         assert np.array_equal(kd.argsort(keys, out=order), np.argsort(keys, kind="stable"))
         t = best_times({"kdsl": lambda k=keys, o=order: kd.argsort(k, out=o),
