@@ -302,9 +302,26 @@ def _load_private_copy(path: str) -> ctypes.CDLL | None:
                 pass
 
 
+_preloaded: list[ctypes.CDLL] = []
+
+
+def preload_openmp() -> None:
+    """Loads libgomp (by its usual name) with kdsl's wait policy when kdsl is imported,
+    if no other library has loaded it yet: a library that loads it later (Numba's OpenMP
+    threading layer, at its first parallel call) then shares it, threads and policy, rather
+    than kdsl needing a copy of its own beside one whose threads spin for milliseconds.
+    Starts no threads (libgomp makes them at the first parallel loop); about 0.2 ms."""
+    if _preloaded or _loaded_libgomp() is not None or any(v in os.environ for v in _WAIT_VARIABLES):
+        return
+    try:
+        _preloaded.append(_load_with_wait_policy("libgomp.so.1"))
+    except OSError:
+        pass
+
+
 def _openmp() -> list[int] | None:
     try:  # the usual soname first: find_library runs ldconfig (milliseconds)
-        lib = _load_with_wait_policy("libgomp.so.1")
+        lib = _preloaded[0] if _preloaded else _load_with_wait_policy("libgomp.so.1")
     except OSError:
         import ctypes.util
 
@@ -347,3 +364,6 @@ def hook_table() -> ctypes.Array:
     table = (ctypes.c_void_p * len(pointers))(*pointers)
     _table.append(table)
     return table
+
+
+preload_openmp()

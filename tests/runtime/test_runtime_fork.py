@@ -104,3 +104,10 @@ def test_a_libgomp_loaded_by_another_library_gets_a_private_copy(run_python, tmp
     assert run_python(code, env=env, path=tmp_path).stdout.split() == ["100000.0", "True", "None"]
     env["OMP_WAIT_POLICY"] = "passive"  # a setting of the user's: the shared runtime
     assert run_python(code, env=env, path=tmp_path).stdout.split() == ["100000.0", "False", "None"]
+    del env["OMP_WAIT_POLICY"]
+    # kdsl imported first loads libgomp then, with its policy: the other library shares it
+    kdsl_first = code.replace("ctypes.CDLL('libgomp.so.1')\nimport kdsl as kd\n",
+                              "import kdsl as kd\nctypes.CDLL('libgomp.so.1')\n")
+    assert kdsl_first != code
+    out = run_python(kdsl_first, env=env, path=tmp_path).stdout.split()
+    assert out == ["100000.0", "False", "None"]
