@@ -116,6 +116,11 @@ def test_on_the_cuda_device(rng):
         args = cuda_testing.device_arguments(first_cell, (g, 2.0, np.zeros((20, 30), np.int64)))
         i, j, value, _, late, k = first_cell(*args)
         assert (i, j) == (7, 29) and value == 5.0 and not late and k == 0
+        a[3000] = -1.0  # a break at 3000 comes before the return at 4000
+        for start, expected in ((0, 1500), (2000, -1)):
+            args = cuda_testing.device_arguments(until_negative, (a[start:], 2.5, np.zeros(1)))
+            assert until_negative(*args) == expected
+            assert cuda_testing.to_host(args[2])[0] == (expected == -1)
 
 
 def test_ptx_assembles(rng):
