@@ -3,10 +3,10 @@
 
 Each 32-bit piece of each returned component travels in an i64 key,
 ``iteration << 32 | piece``, carried by the loop as a 'min' reduction: the smallest key
-holds the first returning iteration's piece. That iteration always runs: a thread skips
-only iterations after one of its own that returned, and a thread's iterations go in
-increasing order. After the loop the pieces are put back together. The keys need the
-loop's trip count below 2**31, checked when the loop starts.
+holds the first returning iteration's piece. That iteration always runs: the iterations
+skipped are those after one that returned in the same chunk (on the CPU) or on the same
+GPU thread, which run in increasing order. After the loop the pieces are put back
+together. The keys need the loop's trip count below 2**31, checked when the loop starts.
 
 A loop that may also ``break`` carries one more key, ``iteration << 32 | 1`` for a return
 and ``| 0`` for a break: the kernel returns only when the first iteration to leave the
