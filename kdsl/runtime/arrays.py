@@ -236,50 +236,35 @@ def _filled_cuda(shape: tuple[int, ...], np_dtype: np.dtype, fill: Any) -> Devic
 
 def empty(shape: Any, dtype: Any = T.f32, device: str = "cpu",
           requires_grad: bool = False) -> DeviceArray:
-    return requiring_grad(_empty(shape, dtype, device), requires_grad)
-
-
-def _empty(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
-    np_dtype, trailing = _numpy_dtype(dtype)
-    if _check_device(device) == "cuda":
-        return _filled_cuda(_shape(shape) + trailing, np_dtype, None)
-    return DeviceArray(np.empty(_shape(shape) + trailing, dtype=np_dtype), device)
+    return requiring_grad(_filled(shape, dtype, device, None), requires_grad)
 
 
 def zeros(shape: Any, dtype: Any = T.f32, device: str = "cpu",
           requires_grad: bool = False) -> DeviceArray:
-    return requiring_grad(_zeros(shape, dtype, device), requires_grad)
-
-
-def _zeros(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
-    np_dtype, trailing = _numpy_dtype(dtype)
-    if _check_device(device) == "cuda":
-        return _filled_cuda(_shape(shape) + trailing, np_dtype, 0)
-    return DeviceArray(np.zeros(_shape(shape) + trailing, dtype=np_dtype), device)
+    return requiring_grad(_filled(shape, dtype, device, 0), requires_grad)
 
 
 def ones(shape: Any, dtype: Any = T.f32, device: str = "cpu",
          requires_grad: bool = False) -> DeviceArray:
-    return requiring_grad(_ones(shape, dtype, device), requires_grad)
-
-
-def _ones(shape: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
-    np_dtype, trailing = _numpy_dtype(dtype)
-    if _check_device(device) == "cuda":
-        return _filled_cuda(_shape(shape) + trailing, np_dtype, 1)
-    return DeviceArray(np.ones(_shape(shape) + trailing, dtype=np_dtype), device)
+    return requiring_grad(_filled(shape, dtype, device, 1), requires_grad)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = T.f32, device: str = "cpu",
          requires_grad: bool = False) -> DeviceArray:
-    return requiring_grad(_full(shape, fill_value, dtype, device), requires_grad)
+    return requiring_grad(_filled(shape, dtype, device, fill_value), requires_grad)
 
 
-def _full(shape: Any, fill_value: Any, dtype: Any = T.f32, device: str = "cpu") -> DeviceArray:
+def _filled(shape: Any, dtype: Any, device: str, fill: Any) -> DeviceArray:
+    """A new array on ``device``: uninitialised (``fill`` None), zeros, or ``fill``."""
     np_dtype, trailing = _numpy_dtype(dtype)
+    full_shape = _shape(shape) + trailing
     if _check_device(device) == "cuda":
-        return _filled_cuda(_shape(shape) + trailing, np_dtype, fill_value)
-    return DeviceArray(np.full(_shape(shape) + trailing, fill_value, dtype=np_dtype), device)
+        return _filled_cuda(full_shape, np_dtype, fill)
+    if fill is None:
+        return DeviceArray(np.empty(full_shape, dtype=np_dtype), device)
+    if _is_positive_zero(fill):  # calloc'd pages, zeroed as they are first touched
+        return DeviceArray(np.zeros(full_shape, dtype=np_dtype), device)
+    return DeviceArray(np.full(full_shape, fill, dtype=np_dtype), device)
 
 
 def zeros_like(a: Any, dtype: Any = None, device: str | None = None,
