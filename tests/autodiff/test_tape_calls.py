@@ -115,3 +115,37 @@ def test_vector_arrays_updated_in_place_over_many_calls() -> None:
         return total_square_points(p)
 
     check_tape(program, RNG.standard_normal((4, 2)))
+
+
+@kd.kernel(debug=True)
+def shift_by(x: kd.Array[kd.f64], out: kd.Array[kd.f64], by: kd.i64):
+    for i in range(out.shape[0]):
+        out[i] = x[i + by] * x[i]
+
+
+def test_a_failing_call_leaves_the_record_as_it_was() -> None:
+    """A call that raises (an index out of bounds; a read-only array it writes), after
+    calls of the same kind went through the compiled path, is not recorded: the gradient
+    of the calls around it is exact."""
+
+    def program(x: Any, fail: bool = False) -> Any:
+        out = np.zeros(x.shape[0] - 1)
+        for _ in range(3):
+            shift_by(x, out, 1)
+        if fail:
+            with np.testing.assert_raises_regex(IndexError, "out of bounds"):
+                shift_by(x, out, 2)
+            frozen = np.zeros(x.shape[0] - 1)
+            frozen.flags.writeable = False
+            with np.testing.assert_raises_regex(ValueError, "argument 'out'"):
+                shift_by(x, frozen, 1)
+        shift_by(x, out, 1)
+        return total_square(out)
+
+    x0 = RNG.random(5)
+    x = kd.array(x0, requires_grad=True)
+    with kd.Tape() as tape:
+        loss = program(x, fail=True)
+    tape.backward(loss)
+    expected = central_differences(lambda y: float(program(y.copy())), x0)
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-6, atol=1e-8)
