@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 import kdsl as kd
 
@@ -205,3 +206,33 @@ def test_forward_mode_follows_hand_written_gradients(rng) -> None:
     tx, tp = rng.standard_normal(4), rng.standard_normal((4, 3))
     _, tangent = kd.jvp(hand_written, (x, p, 3), (tx, tp, None))
     assert np.isclose(tangent, d_x @ tx + np.sum(d_p * tp), rtol=1e-12)
+
+
+@kd.kernel
+def recurrent(h0: kd.Array[kd.f64], w: kd.Array[kd.f64, 2], out: kd.Array[kd.f64, 2],
+              steps: kd.i32) -> kd.f64:
+    h = kd.zeros_like(h0)
+    h[:] = h0
+    for _ in range(steps):
+        h[:] = kd.tanh(w @ h)  # a matrix product assigned in a loop
+        out[...] = w * h[None, :]
+    return kd.sum(h * h) + kd.sum(out)
+
+
+@kd.kernel
+def rebound(h0: kd.Array[kd.f64], w: kd.Array[kd.f64, 2], steps: kd.i32) -> kd.f64:
+    h = h0
+    for _ in range(steps):
+        h = kd.tanh(w @ h)
+    return kd.sum(h * h)
+
+
+def test_matrix_products_in_loops_and_arrays_bound_again(rng) -> None:
+    h0, w = rng.random(3), rng.random((3, 3))
+    kd.check_grad(recurrent, h0, w, np.zeros((3, 3)), 4, argnums=(0, 1))
+    line = rebound.py_function.__code__.co_firstlineno + 4
+    for derivative in (lambda: kd.grad(rebound, (0, 1))(h0, w, 4),
+                       lambda: kd.jvp(rebound, (h0, w, 4), (h0, None, None))):
+        with pytest.raises(kd.CompileError, match="bound again inside a loop") as caught:
+            derivative()  # was a zero gradient
+        assert caught.value.lineno == line

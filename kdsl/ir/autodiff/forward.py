@@ -21,6 +21,7 @@ from kdsl.ir.autodiff.bits import check_bits_round_trips
 from kdsl.ir.autodiff.checks import check_no_early_exits
 from kdsl.ir.autodiff.emitter import AdjointEmitter, located_error
 from kdsl.ir.autodiff.memory import array_bases, zeros_like_array
+from kdsl.ir.autodiff.tensor_activity import check_array_results
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Function, Module, Operation, Value
 from kdsl.ir.ops import lookup
@@ -402,6 +403,8 @@ def jacobian_vector_product(module: Module, argnums: tuple[int, ...]) -> None:
     varied, varied_arrays = _varied(fn.body, roots)
     check_bits_round_trips(fn.body, varied)
     check_no_early_exits(fn.body)
+    for op in fn.body.walk():
+        check_array_results(op, varied | varied_arrays)
     tangent_args = [Value(a.type, tangent_name(fn.arg_names[k])) for k, a in zip(argnums, roots)]
     body = Block(list(fn.args) + tangent_args)
     builder = IRBuilder(body)

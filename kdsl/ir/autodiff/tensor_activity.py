@@ -106,6 +106,7 @@ def check_tensor_ops(body: Block, varied: set[Value], varied_arrays: set[Value])
     defs = definitions(body)
     uses = users(body)
     for op in body.walk():
+        check_array_results(op, varied | varied_arrays)
         if op.name not in TENSOR_OPS + VIEW_OPS:
             continue
         active = any(v in varied or v in varied_arrays for v in op.operands)
@@ -132,6 +133,25 @@ def check_tensor_ops(body: Block, varied: set[Value], varied_arrays: set[Value])
                         "writing into the result of a whole-array expression cannot be "
                         "differentiated yet; assign it into an array first", user.location)
     _check_overwrites(body, defs, varied | varied_arrays)
+
+
+def check_array_results(op: Operation, varied: set[Value]) -> None:
+    """A loop or branch whose result is an array that varies (``h = kd.tanh(w @ h)`` in a
+    loop, ``y = a if c else b``): a located error rather than a derivative that misses
+    it (in reverse and forward mode)."""
+    if not op.regions or not any(is_array(r) for r in op.results):
+        return
+    yielded = [v for region in op.regions for inner in region.ops
+               if inner.name in ("yield", "condition") for v in inner.operands]
+    culprits = [v for v in [*op.operands, *yielded] if is_array(v) and v in varied]
+    if culprits:
+        made_inside = definitions(op)  # the line that binds the array, where there is one
+        arrays_made = [v for v in [*culprits, *yielded] if is_array(v) and v in made_inside]
+        where = made_inside[arrays_made[0]].location if arrays_made else op.location
+        raise CompileError(
+            "an array chosen or bound again inside a loop or branch (h = f(h), y = a if c "
+            "else b) cannot be differentiated yet; assign into an array instead "
+            "(h[:] = f(h))", where)
 
 
 def needs_adjoint_storage(op: Operation, uses: dict[Value, list[Operation]]) -> bool:

@@ -35,7 +35,9 @@ def _reverse_mode(module: Module, argnums: tuple[int, ...], options: Any) -> Non
     try:
         _differentiate(module, argnums, options)
     except WholeArrayGradientError as whole_array_error:
-        lower_tensors.run(module.kernel, options)
+        lower_tensors.run(module.kernel, options, packed_products=False)
+        if any(op.name == "gemm" for op in module.kernel.body.walk()):
+            raise whole_array_error from None
         try:
             _differentiate(module, argnums, options)
         except CompileError:

@@ -459,10 +459,14 @@ class TensorLowerer:
         return out
 
 
-def run(function: Function, options: Any = None) -> None:
+def run(function: Function, options: Any = None, packed_products: bool = True) -> None:
+    """``packed_products=False``: matrix products become plain loop nests on the CPU too
+    (which reverse-mode differentiation of the loops follows; it has no rule for
+    ``gemm``)."""
     if not any(op.name in _TENSOR_OPS for op in function.walk()):
         return
-    lowerer = TensorLowerer(function, getattr(options, "target", "cpu"))
+    target = getattr(options, "target", "cpu")
+    lowerer = TensorLowerer(function, target if packed_products else "loops")
     lowerer.fastmath = getattr(options, "fastmath", True)
     lowerer.visit(function.body)
     for old, new in lowerer.mapping.items():  # debug-mode errors name the user's array
