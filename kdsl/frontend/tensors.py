@@ -249,6 +249,9 @@ def reduction_arguments(lo: Any, node: ast.Call, names: tuple[str, ...]) -> dict
                 given = static.obj
             elif isinstance(static, Value) and static in lo.builder.known_constants:
                 given = lo.builder.known_constants[static]
+            elif name == "axis" and isinstance(given, ast.Tuple):
+                lo.error("axis must be one integer or None; reduce over several axes one "
+                         "at a time (or all with axis=None)", given)
             else:
                 lo.error(f"'{name}' must be a constant", given)
         if name == "axis" and given is not None and not isinstance(given, (int, np.integer)):
