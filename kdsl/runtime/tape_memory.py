@@ -34,9 +34,12 @@ class CopyPool:
     """The memory of the copies released tapes kept, for the copies of the next ones: a
     training loop that records a run per step touches no fresh pages (page faults and the
     OS's zeroing cost more than the copies). Up to ``limit`` bytes are kept, as arrays of
-    the shape and dtype they were made for (a copy of the same shape takes one as it is)."""
+    the shape and dtype they were made for (a copy of the same shape takes one as it is).
+    Copies of fewer than ``smallest`` bytes come from malloc, which keeps small freed
+    blocks itself (and costs less than the pool's bookkeeping)."""
 
     limit = 1 << 28
+    smallest = 4096
 
     def __init__(self) -> None:
         self.free: dict[tuple, list[np.ndarray]] = {}  # (shape, dtype) -> free arrays
@@ -45,6 +48,8 @@ class CopyPool:
 
     def copy(self, data: np.ndarray) -> np.ndarray:
         """A C-contiguous copy of ``data``."""
+        if data.nbytes < self.smallest:
+            return data.copy()
         found = self.free.get((data.shape, data.dtype))
         out = None
         if found:
@@ -77,7 +82,7 @@ class CopyPool:
         while arrays:
             a = arrays.pop()
             # held by ``a`` and getrefcount's argument only
-            if type(a) is not np.ndarray or sys.getrefcount(a) > 2:
+            if type(a) is not np.ndarray or a.nbytes < self.smallest or sys.getrefcount(a) > 2:
                 continue
             if a.base is not None:  # a view (of a free array of another shape)
                 owner = a.base
