@@ -128,9 +128,9 @@ class Tape(TapeReverse):
         if not _RECORDING:
             Kernel.__call__ = _PLAIN_CALL  # type: ignore[method-assign]
 
-    def _is_active_array(self, a: Any) -> bool:
-        if id(a) in self._active:
-            return True
+    def _requires_grad(self, a: Any) -> bool:
+        """Whether an array the tape has not seen active requires a gradient (then it is
+        active from now on)."""
         if type(a) is DeviceArray and not a.requires_grad or type(a) is np.ndarray:
             return False
         if getattr(a, "requires_grad", False):
@@ -164,7 +164,9 @@ class Tape(TapeReverse):
         if self._returned:
             for k in floats:
                 self._refuse_returned(args[k], f"argument '{plan.names[k]}' of {kernel.__name__}")
-        active = [k for k in plan.float_arrays if self._is_active_array(args[k])]
+        known = self._active
+        active = [k for k in plan.float_arrays
+                  if id(args[k]) in known or self._requires_grad(args[k])]
         for k in plan.float_scalars:
             a = args[k]
             if type(a) is TapeScalar and a.tape is self:
@@ -301,7 +303,11 @@ class Tape(TapeReverse):
         if k not in plan.overwritten:
             return False
         a = plain[k]
-        return all(j == k or self._disjoint(a, plain[j]) for j in plan.arrays)
+        known, first = self._apart, id(a)
+        for j in plan.arrays:
+            if j != k and (first, id(plain[j])) not in known and not self._disjoint(a, plain[j]):
+                return False
+        return True
 
     def _disjoint(self, a: Any, b: Any) -> bool:
         pair = (id(a), id(b))
