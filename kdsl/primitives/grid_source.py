@@ -79,9 +79,17 @@ def build_func(dim: int, scalar: T.ScalarType, periodic: bool) -> Any:
 def query_source(dim: int, periodic: bool, target: str, prefix: str) -> str:
     """The loop nest visiting every particle within ``{prefix}radius`` of ``{prefix}q``
     once, binding its index to ``target``; ``pass`` marks where the body goes. Names
-    starting with ``prefix`` are the grid's values, bound by the caller."""
+    starting with ``prefix`` are the grid's values, bound by the caller.
+
+    The cells along the last axis that a query reaches lie next to each other in the
+    sorted order, so the innermost loop walks one run of particles per row of cells (two
+    where a periodic row wraps around), reading their positions contiguously. Cell
+    offsets wrap by a compare (the reach is under a grid's width), and the indices of
+    the run and of its particles are non-negative by construction, so they are read
+    without Python's negative-index wrap."""
     g = prefix
     axes = AXES[:dim]
+    rows, last = axes[:-1], axes[-1]
     lines = [f"{g}r2 = {g}radius * {g}radius",
              f"{g}p = ({g}q - {g}lower) * {g}inverse",
              f"{g}inverse_extent = 1.0 / {g}extent"]
@@ -99,21 +107,53 @@ def query_source(dim: int, periodic: bool, target: str, prefix: str) -> str:
             lines += [f"{g}c{a} = min(max({g}c{a}, 0), {g}n{a} - 1)",
                       f"{g}s{a} = max({g}c{a} - {g}reach{a}, 0)",
                       f"{g}e{a} = min({g}c{a} + {g}reach{a} + 1, {g}n{a})"]
+    z = last
+    if periodic:  # the row's cells as up to two runs, in the order of the offsets
+        lines += [f"{g}first_lo = {g}s{z}",
+                  f"{g}first_hi = {g}e{z}",
+                  f"{g}second_lo = {g}e{z}",
+                  f"{g}second_hi = {g}e{z}",
+                  f"if {g}s{z} < 0:",
+                  f"    {g}first_lo = {g}s{z} + {g}n{z}",
+                  f"    {g}first_hi = {g}n{z}",
+                  f"    {g}second_lo = 0",
+                  f"elif {g}e{z} > {g}n{z}:",
+                  f"    {g}first_hi = {g}n{z}",
+                  f"    {g}second_lo = 0",
+                  f"    {g}second_hi = {g}e{z} - {g}n{z}"]
     indent = ""
-    for a in axes:
+    for a in rows:
         lines += [f"{indent}for {g}o{a} in range({g}s{a}, {g}e{a}):"]
         indent += "    "
-        lines += [f"{indent}{g}w{a} = {g}o{a} % {g}n{a}" if periodic else f"{indent}{g}w{a} = {g}o{a}"]
-    flat = f"{g}w{axes[0]}"
-    for a in axes[1:]:
-        flat = f"({flat}) * {g}n{a} + {g}w{a}"
-    lines += [f"{indent}{g}cell = {flat}",
-              f"{indent}for {g}k in range({g}start[{g}cell], {g}start[{g}cell + 1]):"]
+        if periodic:
+            lines += [f"{indent}{g}w{a} = {g}o{a}",
+                      f"{indent}if {g}w{a} < 0:",
+                      f"{indent}    {g}w{a} = {g}w{a} + {g}n{a}",
+                      f"{indent}elif {g}w{a} >= {g}n{a}:",
+                      f"{indent}    {g}w{a} = {g}w{a} - {g}n{a}"]
+        else:
+            lines += [f"{indent}{g}w{a} = {g}o{a}"]
+    row = f"{g}w{axes[0]}"
+    for a in rows[1:]:
+        row = f"({row}) * {g}n{a} + {g}w{a}"
+    row = f"({row}) * {g}n{last}"
+    lines += [f"{indent}{g}row = {row}"]
+    if periodic:
+        lines += [f"{indent}for {g}part in range(2):",
+                  f"{indent}    {g}lo = {g}first_lo if {g}part == 0 else {g}second_lo",
+                  f"{indent}    {g}hi = {g}first_hi if {g}part == 0 else {g}second_hi"]
+        indent += "    "
+    else:
+        lines += [f"{indent}{g}lo = {g}s{z}",
+                  f"{indent}{g}hi = {g}e{z}"]
+    lines += [f"{indent}{g}begin = kd.i64(kd.u32({g}start[{g}row + {g}lo]))",
+              f"{indent}{g}end = kd.i64(kd.u32({g}start[{g}row + {g}hi]))",
+              f"{indent}for {g}k in range({g}begin, {g}end):"]
     indent += "    "
     lines += [f"{indent}{g}d = {g}sorted_x[{g}k] - {g}q"]
     if periodic:
         lines += [f"{indent}{g}d = {g}d - {g}extent * kd.floor({g}d * {g}inverse_extent + 0.5)"]
     lines += [f"{indent}if kd.dot({g}d, {g}d) <= {g}r2:",
-              f"{indent}    {target} = kd.i64({g}order[{g}k])",
+              f"{indent}    {target} = kd.i64(kd.u32({g}order[{g}k]))",
               f"{indent}    pass"]
     return "\n".join(lines) + "\n"
