@@ -92,6 +92,38 @@ def test_open_2d_finds_particles_outside_the_domain(rng):
     _check_visits(_brute_force(x, 0.3, None), *outs, skip_self=True)
 
 
+@kd.kernel
+def pairs_2d_periodic(x: kd.Array[kd.vec2d], cell: kd.f64, radius: kd.f64,
+                      counts: kd.Array[kd.i64], index_sums: kd.Array[kd.i64],
+                      square_sums: kd.Array[kd.i64]):
+    grid = kd.NeighborGrid(x, cell, (0.0, 0.0), (5.0, 3.0), periodic=True)
+    for i in kd.prange(x.shape[0]):
+        for j in grid.neighbors(x[i], radius):
+            counts[i] += 1
+            index_sums[i] += j
+            square_sums[i] += j * j
+
+
+@pytest.mark.parametrize("cell, radius", [(0.5, 0.5), (0.25, 0.6), (1.0, 1.6)])
+def test_periodic_2d_rows_that_wrap(rng, cell, radius):
+    """Rows of cells running past either end of the last axis (and, at the largest
+    radius, the whole of it) are searched in two runs of sorted particles."""
+    n = 500
+    x = rng.random((n, 2)) * [5.0, 3.0]
+    x[:6] = [[0.01, 2.99], [4.99, 0.01], [2.5, 0.0], [0.0, 1.5], [4.999, 2.999], [2.5, 1.5]]
+    outs = [np.zeros(n, np.int64) for _ in range(3)]
+    check(pairs_2d_periodic, x, cell, radius, *outs)
+    _check_visits(_brute_force(x, radius, np.array([5.0, 3.0])), *outs)
+
+
+def test_periodic_3d_box_of_unequal_sides(rng):
+    n, box = 600, np.array([6.0, 4.0, 3.0], np.float32)
+    x = (rng.random((n, 3)) * box).astype(np.float32)
+    outs = [np.zeros(n, np.int64) for _ in range(3)]
+    check(pairs_3d, x, 0.5, 0.8, np.zeros(3, np.float32), box, *outs)
+    _check_visits(_brute_force(x, 0.8, box), *outs)
+
+
 def test_no_particles():
     outs = [np.zeros(0, np.int64) for _ in range(3)]
     pairs_3d(np.zeros((0, 3), np.float32), 1.0, 1.0, np.zeros(3, np.float32),
