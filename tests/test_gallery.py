@@ -53,7 +53,8 @@ EMULATED_RUNS = {
     "heat_diffusion": ["--size", "48"],
     "stable_fluids": ["--size", "32", "--steps", "60", "--jacobi", "20"],
     "galaxy_collision": ["--small"],
-    "lennard_jones": ["--small"],
+    "lennard_jones": ["--particles", "400", "--equilibrate", "150", "--steps", "150",
+                      "--size", "200"],
     "soft_body_throw": ["--small"],
     "sph_dam_break": ["--spacing", "0.05", "--time", "0.05", "--size", "64"],
 }
