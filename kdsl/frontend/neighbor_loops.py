@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from kdsl import types as T
 from kdsl.frontend.analysis import may_break_or_continue
 from kdsl.frontend.calls import KEYWORD_BUILTINS, builtin
+from kdsl.frontend.neighbor_positions import body_reading_the_copy
 from kdsl.frontend.tensors import is_array
 from kdsl.frontend.values import Static, TupleValue
 from kdsl.ir.core import Value
@@ -32,6 +33,7 @@ class GridInKernel:
     periodic: bool
     vector: T.VectorType
     values: dict[str, Value]  # start, order, sorted_x, lower, inverse, extent, nx, ny(, nz)
+    positions: Value  # the array it was built from
 
 
 def _as_vector(lo: FunctionLowering, given: Any, t: T.VectorType, name: str,
@@ -84,7 +86,7 @@ def _build(lo: FunctionLowering, node: ast.Call, args: list) -> Static:
                          [x, cell, lower, upper], node)
     names = ["start", "order", "sorted_x", "lower", "inverse", "extent",
              *(f"n{a}" for a in AXES[:element.size])]
-    return Static(GridInKernel(element.size, periodic, element, dict(zip(names, built.items))))
+    return Static(GridInKernel(element.size, periodic, element, dict(zip(names, built.items)), x))
 
 
 KEYWORD_BUILTINS.append(NeighborGrid)
@@ -123,7 +125,10 @@ def lower_neighbor_loop(lo: Any, node: ast.For, grid: GridInKernel) -> None:
             if isinstance(part, (ast.stmt, ast.expr)):
                 ast.copy_location(part, node)
                 part.end_lineno, part.end_col_offset = node.end_lineno, node.end_col_offset
-    _innermost_if(statements[-1]).body[-1:] = node.body
+    positions = [name for name, value in lo.env.items() if value is grid.positions]
+    body = body_reading_the_copy(node.body, lo.source.tree, positions, target.id,
+                                 prefix + "sorted_x", prefix + "k")
+    _innermost_if(statements[-1]).body[-1:] = body
     for stmt in statements:
         lo.stmt(stmt)
 

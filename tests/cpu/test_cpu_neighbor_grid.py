@@ -124,6 +124,58 @@ def test_periodic_3d_box_of_unequal_sides(rng):
     _check_visits(_brute_force(x, 0.8, box), *outs)
 
 
+@kd.kernel
+def neighbour_offsets(x: kd.Array[kd.vec3], radius: kd.f32, box: kd.f32,
+                      sums: kd.Array[kd.vec3]):
+    """Reads the neighbours' positions, which the grid's copy in cell order gives."""
+    grid = kd.NeighborGrid(x, radius, (0.0, 0.0, 0.0), (box, box, box), periodic=True)
+    for i in kd.prange(x.shape[0]):
+        total = kd.vec3(0.0, 0.0, 0.0)
+        for j in grid.neighbors(x[i], radius):
+            d = x[j] - x[i]
+            total += d - box * kd.floor(d / box + 0.5) + 0.25 * kd.vec3(x[j].y, x[j].z, x[j].x)
+        sums[i] = total
+
+
+@kd.kernel
+def moved_after_build(x: kd.Array[kd.vec3], radius: kd.f32, box: kd.f32,
+                      sums: kd.Array[kd.vec3]):
+    """Moves the particles after building the grid: the query reads where they are now."""
+    grid = kd.NeighborGrid(x, radius, (0.0, 0.0, 0.0), (box, box, box), periodic=True)
+    for i in kd.prange(x.shape[0]):
+        x[i] = x[i] * 0.5
+    for i in kd.prange(x.shape[0]):
+        total = kd.vec3(0.0, 0.0, 0.0)
+        for j in grid.neighbors(x[i] * 2.0, radius):
+            total += x[j]
+        sums[i] = total
+
+
+def _periodic_sums(x: np.ndarray, radius: float, box: float, read: np.ndarray) -> np.ndarray:
+    near = _brute_force(x, radius, np.float32(box))
+    d = x[None, :, :] - x[:, None, :]
+    d = d - box * np.floor(d / box + np.float32(0.5))
+    return np.einsum("ij,ijk->ik", near.astype(np.float64), d + 0.25 * read[None, :, [1, 2, 0]])
+
+
+def test_body_reads_neighbour_positions(rng):
+    n, box = 800, 4.0
+    x = (rng.random((n, 3)) * box).astype(np.float32)
+    sums = np.zeros((n, 3), np.float32)
+    check(neighbour_offsets, x, 0.7, box, sums, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(sums, _periodic_sums(x, 0.7, box, x), rtol=1e-4, atol=1e-3)
+
+
+def test_positions_changed_after_the_build_are_read_as_they_are(rng):
+    n, box = 600, 4.0
+    x = (rng.random((n, 3)) * box).astype(np.float32)
+    near = _brute_force(x, 0.6, np.float32(box))
+    sums = np.zeros((n, 3), np.float32)
+    moved = x.copy()
+    check(moved_after_build, moved, 0.6, box, sums, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(sums, near.astype(np.float64) @ (x * 0.5), rtol=1e-5, atol=1e-4)
+
+
 def test_no_particles():
     outs = [np.zeros(0, np.int64) for _ in range(3)]
     pairs_3d(np.zeros((0, 3), np.float32), 1.0, 1.0, np.zeros(3, np.float32),
