@@ -162,29 +162,24 @@ def _real_components(t: Any, values: Sequence[Any]) -> None:
 
 
 def make_vector(vtype: T.VectorType, components: Sequence[Any]) -> Vector:
-    dtype = vtype.element.numpy_dtype
-    _real_components(vtype, components)
-    if len(components) == 1 and np.ndim(components[0]) == 0:
-        data = np.full(vtype.size, components[0], dtype=dtype)
-    else:
-        flat = _components(components)
-        if len(flat) != vtype.size:
-            raise TypeError(f"{vtype} takes {vtype.size} components, got {len(flat)}")
-        data = np.array(flat, dtype=dtype)
-    return data.view(Vector)
+    return _from_components(vtype, components, vtype.size, (vtype.size,)).view(Vector)
 
 
 def make_matrix(mtype: T.MatrixType, components: Sequence[Any]) -> Matrix:
-    dtype = mtype.element.numpy_dtype
-    _real_components(mtype, components)
+    return _from_components(mtype, components, mtype.count, mtype.shape).view(Matrix)
+
+
+def _from_components(t: T.VectorType | T.MatrixType, components: Sequence[Any], count: int,
+                     shape: tuple[int, ...]) -> np.ndarray:
+    """One scalar repeated, or ``count`` components (flattened from any nesting)."""
+    dtype = t.element.numpy_dtype
+    _real_components(t, components)
     if len(components) == 1 and np.ndim(components[0]) == 0:
-        data = np.full(mtype.shape, components[0], dtype=dtype)
-    else:
-        flat = _components(components)
-        if len(flat) != mtype.count:
-            raise TypeError(f"{mtype} takes {mtype.count} components, got {len(flat)}")
-        data = np.array(flat, dtype=dtype).reshape(mtype.shape)
-    return data.view(Matrix)
+        return np.full(shape, components[0], dtype=dtype)
+    flat = _components(components)
+    if len(flat) != count:
+        raise TypeError(f"{t} takes {count} components, got {len(flat)}")
+    return np.array(flat, dtype=dtype).reshape(shape)
 
 
 # --- loops ----------------------------------------------------------------------------
