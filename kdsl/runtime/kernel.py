@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kdsl.runtime.arguments import Parameter, argument_key, parameter_for
+from kdsl.runtime.arrays import DeviceArray
 from kdsl.runtime.fast_call import SLOW, FastCall, fast_call_for
 from kdsl.runtime.options import BuildOptions
 
@@ -65,6 +66,15 @@ class Func:
         return f"<kd.func {self.py_function.__qualname__}>"
 
 
+def _host_arrays_unwrapped(args: tuple) -> tuple | None:
+    """``args`` with each CPU ``kd.array`` replaced by the NumPy array it shares memory
+    with (what the compiled call path takes), or None when there is none: a kernel called
+    with kd arrays takes the compiled path too, not only the checked Python one."""
+    if DeviceArray not in map(type, args):
+        return None
+    return tuple([a._data if type(a) is DeviceArray else a for a in args])
+
+
 class Kernel:
     """An entry point called from Python; compiled per argument-type signature."""
 
@@ -111,6 +121,13 @@ class Kernel:
                 return None
             if result is not SLOW:
                 return fast.finish(result, (*args, *hidden))
+            plain = _host_arrays_unwrapped(args)
+            if plain is not None:  # kd.array arguments: the NumPy arrays they share
+                result = fast.function(*plain, *hidden)
+                if result is None:
+                    return None
+                if result is not SLOW:
+                    return fast.finish(result, (*plain, *hidden))
             # the Python path, with the same stream position (no second draw)
             return self._call_checked(args, hidden if fast.hidden else None)
         return self._call_checked(args)

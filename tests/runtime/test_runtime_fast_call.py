@@ -440,3 +440,29 @@ def test_a_kernel_of_its_own_code_alone_skips_the_dependency_check():
     assert add._fast.own_code_only
     add(a, b, c)
     np.testing.assert_array_equal(c, a + b)
+
+
+def test_kd_arrays_take_the_compiled_path(monkeypatch):
+    """Host kd.arrays reach the compiled path as the NumPy arrays they share memory with:
+    writes land in them, a returned scalar is the same, and the checked Python path is
+    not called once the path is warm."""
+    a, b = kd.array(data()), kd.array(data())
+    c = kd.array(np.zeros(16, np.float32))
+    warm(add, a, b, c)
+    warm(total, kd.array(data(dtype=np.float64)))
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the checked Python path was taken")
+
+    monkeypatch.setattr(add, "_call_checked", refused)
+    monkeypatch.setattr(total, "_call_checked", refused)
+    a[:] = data()
+    add(a, b, c.numpy())  # kd.arrays and NumPy arrays mixed
+    np.testing.assert_array_equal(c.numpy(), a.numpy() + b.numpy())
+    add(a, b, c)
+    np.testing.assert_array_equal(c.numpy(), a.numpy() + b.numpy())
+    x = data(dtype=np.float64)
+    assert total(kd.array(x)) == pytest.approx(total.python(x), rel=1e-12)
+    monkeypatch.undo()
+    with pytest.raises(TypeError):  # a kd.array of another dtype still reaches the checks
+        total(kd.array(data(dtype=np.float32)))
