@@ -56,7 +56,12 @@ class ScalarType:
         return self.kind is ScalarKind.BOOL
 
     def __call__(self, value: Any) -> Any:
-        """Plain-Python behaviour of a cast such as ``kd.f32(x)``."""
+        """Plain-Python behaviour of a cast such as ``kd.f32(x)``: NumPy's, except that a
+        float becomes an integer as compiled code converts it (saturating, NaN to 0)."""
+        if self.is_integer:
+            from kdsl.integer_conversion import convert_integer
+
+            return convert_integer(self.numpy_dtype, value)
         return self.numpy_dtype.type(value)
 
 

@@ -4,7 +4,9 @@ gives a meaning Python lacks routed through helpers (kdsl/runtime/python_mode.py
 - an integer vector as an index (``grid[base + offset]`` with an ivec2) indexes as many
   axes as it has components;
 - a component of an array element is assigned in place (``v[i].x = 0``,
-  ``grid_v[i, j].y -= g``, ``v[i][0] = 1``), where Python would assign into a copy.
+  ``grid_v[i, j].y -= g``, ``v[i][0] = 1``), where Python would assign into a copy;
+- ``int(x)`` and ``np.int32(x)`` (any NumPy integer type) convert as compiled code does:
+  a float saturates at the type's range, NaN gives 0 (kdsl/integer_conversion.py).
 
 Everything else runs as written. The rewritten function keeps the original's globals,
 closure cells, file and line numbers, so tracebacks point at the user's source.
@@ -20,6 +22,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from kdsl.integer_conversion import CONVERSION_NAMES
+
 _IN_PLACE: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.iadd, ast.Sub: operator.isub, ast.Mult: operator.imul,
     ast.Div: operator.itruediv, ast.FloorDiv: operator.ifloordiv, ast.Mod: operator.imod,
@@ -28,7 +32,8 @@ _IN_PLACE: dict[type, Callable[[Any, Any], Any]] = {
     ast.MatMult: operator.imatmul,
 }
 _OPERATOR_NAMES = {op: f"_kd_op_{op.__name__}" for op in _IN_PLACE}
-HELPERS = ("_kd_getitem", "_kd_setitem", "_kd_augitem", "_kd_setcomponent", "_kd_augcomponent")
+HELPERS = ("_kd_getitem", "_kd_setitem", "_kd_augitem", "_kd_setcomponent", "_kd_augcomponent",
+           "_kd_convert")
 
 
 def _plain_index(node: ast.expr) -> bool:
@@ -99,6 +104,17 @@ class _RouteSubscripts(ast.NodeTransformer):
     def _routed(self, index: ast.expr) -> bool:
         """Whether ``x[index]`` goes through a helper: it may hold an integer vector."""
         return _plain_index(index) and not _surely_integer(index, self.integers)
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        function = node.func
+        name = function.id if isinstance(function, ast.Name) else (
+            function.attr if isinstance(function, ast.Attribute) else None)
+        if name in CONVERSION_NAMES:
+            call = ast.Call(ast.Name("_kd_convert", ast.Load()), [function, *node.args],
+                            node.keywords)
+            return ast.copy_location(call, node)
+        return node
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
         node = self.generic_visit(node)  # type: ignore[assignment]
