@@ -6,7 +6,9 @@ gives a meaning Python lacks routed through helpers (kdsl/runtime/python_mode.py
 - a component of an array element is assigned in place (``v[i].x = 0``,
   ``grid_v[i, j].y -= g``, ``v[i][0] = 1``), where Python would assign into a copy;
 - ``int(x)`` and ``np.int32(x)`` (any NumPy integer type) convert as compiled code does:
-  a float saturates at the type's range, NaN gives 0 (kdsl/integer_conversion.py).
+  a float saturates at the type's range, NaN gives 0 (kdsl/integer_conversion.py);
+- a comparison of a vector or matrix raises the ``CompileError`` compiled code gives
+  (kdsl/runtime/python_compare.py), where NumPy would compare elementwise.
 
 Everything else runs as written. The rewritten function keeps the original's globals,
 closure cells, file and line numbers, so tracebacks point at the user's source.
@@ -33,7 +35,7 @@ _IN_PLACE: dict[type, Callable[[Any, Any], Any]] = {
 }
 _OPERATOR_NAMES = {op: f"_kd_op_{op.__name__}" for op in _IN_PLACE}
 HELPERS = ("_kd_getitem", "_kd_setitem", "_kd_augitem", "_kd_setcomponent", "_kd_augcomponent",
-           "_kd_convert")
+           "_kd_convert", "_kd_compare")
 
 
 def _plain_index(node: ast.expr) -> bool:
@@ -163,6 +165,29 @@ class _RouteSubscripts(ast.NodeTransformer):
         return self.generic_visit(node)
 
 
+_COMPARISON_SYMBOLS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
+                       ast.NotEq: "!="}
+
+
+class _CheckComparisons(ast.NodeTransformer):
+    """``a < b`` becomes ``_kd_compare("<", a, b, where)``, ``where`` its location in the
+    user's file (lines counted from ``first_line``, the function's first)."""
+
+    def __init__(self, file: str, first_line: int, function: str) -> None:
+        self.file, self.first_line, self.function = file, first_line, function
+
+    def visit_Compare(self, node: ast.Compare) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        symbol = _COMPARISON_SYMBOLS.get(type(node.ops[0]))
+        if len(node.ops) != 1 or symbol is None:
+            return node
+        where = (self.file, node.lineno + self.first_line - 1, node.col_offset, self.function)
+        where_node = ast.Tuple([ast.Constant(part) for part in where], ast.Load())
+        call = _call("_kd_compare", ast.Constant(symbol), node.left, node.comparators[0],
+                     where_node)
+        return ast.copy_location(call, node)
+
+
 # per function: the code object it was rewritten for (a reload swaps it) and the result
 _REWRITTEN: weakref.WeakKeyDictionary[Callable[..., Any], tuple[Any, Callable[..., Any]]] = (
     weakref.WeakKeyDictionary())
@@ -193,6 +218,7 @@ def _rewrite(fn: Callable[..., Any]) -> Callable[..., Any]:
     tree = copy.deepcopy(source.tree)
     tree.decorator_list = []
     tree = _RouteSubscripts(integer_loop_variables(tree)).visit(tree)
+    tree = _CheckComparisons(source.file, source.first_line, tree.name).visit(tree)
     original_free = fn.__code__.co_freevars
     helper_names = list(HELPERS) + list(_OPERATOR_NAMES.values())
     # a factory whose parameters become the rewritten function's free variables
