@@ -364,15 +364,33 @@ def _transpose(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     return lo.op("transpose", m, node=node)
 
 
+def _print_separator(lo: FunctionLowering, node: ast.Call) -> str:
+    """The text ``print(..., sep=...)`` puts between arguments: a string constant (None
+    gives Python's space). Other keywords (``end=``, ``file=``, ``flush=``) are refused."""
+    separator = " "
+    for keyword in node.keywords:
+        if keyword.arg != "sep":
+            name = f"{keyword.arg}=" if keyword.arg else "**"
+            lo.error(f"print({name}...) is not supported in kernels (only sep=; each print "
+                     "ends its line)", keyword.value)
+        value = lo.expr(keyword.value)
+        if isinstance(value, Static) and (value.obj is None or isinstance(value.obj, str)):
+            separator = " " if value.obj is None else value.obj
+        else:
+            lo.error("print(sep=...) takes a string constant in kernels", keyword.value)
+    return separator
+
+
 @builtin(py.print)
 def _print(lo: FunctionLowering, node: ast.Call, args: list) -> None:
+    between = _print_separator(lo, node)
     parts: list[str | None] = []
     separators: list[str] = []  # the text before each part: a space between arguments
     operands: list[Value] = []
     for k, (a, arg_node) in enumerate(zip(args, node.args)):
         pieces = a.pieces if isinstance(a, FormattedText) else (a,)  # f"{i}: {x}"
         for j, piece in enumerate(pieces):
-            separators.append(" " if k and not j else "")
+            separators.append(between if k and not j else "")
             if isinstance(piece, str) or (isinstance(piece, Static) and isinstance(piece.obj, str)):
                 parts.append(piece if isinstance(piece, str) else piece.obj)
                 continue
@@ -435,7 +453,7 @@ _REDUCERS = (kb.sum, kb.mean, kb.min, kb.max, np.sum, np.mean, np.min, np.max, n
              searching.argmin, searching.argmax, np.argmin, np.argmax)
 # builtins whose handlers read the call's keyword arguments themselves (kd.cumsum's
 # exclusive=, kd.searchsorted's side=, ...)
-KEYWORD_BUILTINS: list[Any] = []
+KEYWORD_BUILTINS: list[Any] = [py.print]
 
 # --- new arrays ----------------------------------------------------------------------
 

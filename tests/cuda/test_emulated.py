@@ -183,6 +183,19 @@ def test_print_in_device_code(emulated_device, capsys):
     assert capsys.readouterr().out == "found 3 at 3 1.5 True\n"
 
 
+@kd.kernel
+def shout_with_separator(x: kd.Array[kd.i64]):
+    for i in kd.prange(x.shape[0]):
+        if x[i] == 3:
+            print("found", x[i], i, sep="|")
+
+
+def test_print_sep_in_device_code(emulated_device, capsys):
+    (dx,) = on_device(np.arange(5))
+    shout_with_separator(dx)
+    assert capsys.readouterr().out == "found|3|3\n"
+
+
 def test_device_name_says_emulated(emulated_device):
     assert "emulator" in emulated_device.device_name()
     assert emulated_device.launch_count >= 0

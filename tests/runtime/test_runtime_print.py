@@ -99,3 +99,36 @@ def test_format_specifications_in_f_strings_are_located_errors():
     with pytest.raises(kd.CompileError, match="format specifications") as info:
         formatted(1.0)
     assert 'print(f"x = {x:.3f}")' in str(info.value)
+
+
+@kd.kernel
+def report_with_separators(a: kd.Array[kd.f32], n: kd.i64):
+    print(n, a[0], "end", sep=", ")
+    print(f"n{n}", a[1], n > 2, sep="")
+    print(n, a[0], sep=None)
+
+
+def test_print_sep_matches_python(capsys):
+    report_with_separators(A, 7)
+    compiled = capsys.readouterr()
+    report_with_separators.python(A, 7)
+    assert compiled.out == capsys.readouterr().out
+    assert compiled.out == "7, 1.5, end\nn7-2.25True\n7 1.5\n"
+
+
+@kd.kernel
+def print_without_newline(x: kd.f64):
+    print(x, end="")
+
+
+@kd.kernel
+def print_with_variable_separator(x: kd.f64, s: kd.i64):
+    print(x, x, sep=s)
+
+
+def test_print_end_and_a_variable_sep_are_located_compile_errors():
+    with pytest.raises(kd.CompileError, match=r"print\(end=\.\.\.\)") as caught:
+        print_without_newline(1.0)
+    assert caught.value.location is not None and caught.value.location.line > 0
+    with pytest.raises(kd.CompileError, match="sep=.*string constant"):
+        print_with_variable_separator(1.0, 2)
