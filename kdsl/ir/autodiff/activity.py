@@ -110,7 +110,8 @@ def needed_values(body: Block, varied: set[Value] | None = None) -> set[Value]:
     """Values whose exact value the reverse sweep reads (conservatively: operands of every
     op that is not linear, conditions, indices, trip counts, and what they depend on).
     Given the values that vary, a product needs only the factors of the other, varied
-    factor, and a quotient its numerator only when the denominator varies."""
+    factor, and a quotient its numerator only when the denominator varies (for their own
+    adjoints: a product or quotient whose value is needed needs both operands)."""
     needed: set[Value] = set()
 
     def step(mark: Mark) -> None:
@@ -137,6 +138,8 @@ def needed_values(body: Block, varied: set[Value] | None = None) -> set[Value]:
                     mark_needed([y])
                 if y in varied:
                     mark_needed([x])
+                if op.result in needed:  # read by another op's adjoint: computed again
+                    mark_needed(op.operands)
             elif op.name in ("array_store", "atomic_rmw") and op.attrs.get("kind", "add") in (
                     "add", "sub"):
                 # the adjoint of the stored value is read from the adjoint array
