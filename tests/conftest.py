@@ -5,7 +5,11 @@ exercise the parallel code; tests/cpu/test_cpu_parallel_policy.py tests the defa
 
 Under pytest-xdist (``-n 2``) the workers share the run's cache folder (entries are
 written atomically) and its record of the kernels whose PTX ptxas has accepted, so a
-kernel two workers compile is built and checked once."""
+kernel two workers compile is built and checked once.
+
+The property tests (hypothesis) draw the same examples on every run, so that a run
+passes or fails on the code alone; ``HYPOTHESIS_PROFILE=explore`` draws new ones each
+run (with ``KDSL_FUZZ_EXAMPLES`` for how many), to look for bugs."""
 
 from __future__ import annotations
 
@@ -15,9 +19,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 import kdsl as kd
 from kdsl.runtime.threads import set_min_parallel_work
+
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 RUN_FOLDER = "KDSL_TEST_RUN_DIR"  # set by the controlling process, read by xdist workers
 _SAVED_ENVIRONMENT = pytest.StashKey[dict[str, "str | None"]]()
