@@ -6,18 +6,9 @@ finite differences of the kernels' own Python functions, in float64."""
 from __future__ import annotations
 
 import numpy as np
+from finite_differences import central_differences
 
 import kdsl as kd
-
-
-def central_differences(f, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
-    out = np.zeros_like(x)
-    for i in range(x.size):
-        hi, lo = x.copy(), x.copy()
-        hi.reshape(-1)[i] += eps
-        lo.reshape(-1)[i] -= eps
-        out.reshape(-1)[i] = (f(hi) - f(lo)) / (2 * eps)
-    return out
 
 
 @kd.kernel

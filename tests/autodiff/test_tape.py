@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from finite_differences import central_differences
 
 import kdsl as kd
 
@@ -80,17 +81,6 @@ def fill_constant(x: kd.Array[kd.f64], value: kd.f64):
 def gather_add(x: kd.Array[kd.f64], index: kd.Array[kd.i32], out: kd.Array[kd.f64]):
     for i in range(index.shape[0]):
         out[index[i]] += x[i] * x[i]
-
-
-def central_differences(loss_of: Callable[[np.ndarray], float], x: np.ndarray,
-                        eps: float = 1e-6) -> np.ndarray:
-    out = np.zeros_like(x)
-    for k in range(x.size):
-        up, down = x.copy(), x.copy()
-        up.reshape(-1)[k] += eps
-        down.reshape(-1)[k] -= eps
-        out.reshape(-1)[k] = (loss_of(up) - loss_of(down)) / (2 * eps)
-    return out
 
 
 def value_of(loss: Any) -> float:

@@ -8,21 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from finite_differences import central_differences
 
 import kdsl as kd
 
 RNG = np.random.default_rng(23)
-
-
-def central_differences(loss_of: Callable[[np.ndarray], float], x: np.ndarray,
-                        eps: float = 1e-6) -> np.ndarray:
-    out = np.zeros_like(x)
-    for k in range(x.size):
-        up, down = x.copy(), x.copy()
-        up.reshape(-1)[k] += eps
-        down.reshape(-1)[k] -= eps
-        out.reshape(-1)[k] = (loss_of(up) - loss_of(down)) / (2 * eps)
-    return out
 
 
 def check_tape(program: Callable[[Any], Any], x0: np.ndarray) -> None:
