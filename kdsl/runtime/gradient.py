@@ -113,16 +113,40 @@ def _zeros_like(a: Any) -> Any:
     return zeros_like(a)
 
 
+def _is_index(k: Any) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def normalized_argnums(kernel: Kernel, argnums: Any, label: str = "kd.grad") -> tuple[int, ...]:
+    """``argnums`` (an int or a sequence of ints) as a tuple of argument positions, a
+    negative one counted from the end as in JAX; a ``TypeError`` for anything else and a
+    ``ValueError`` for a position the kernel does not have."""
+    numbers = (argnums,) if _is_index(argnums) else tuple(argnums) if isinstance(
+        argnums, (tuple, list)) else ()
+    if not numbers or not all(_is_index(k) for k in numbers):
+        raise TypeError(f"{label}({kernel.__name__}): argnums must be an int or a tuple of "
+                        f"ints, got {argnums!r}")
+    count = len(inspect.signature(kernel.py_function).parameters)
+    for k in numbers:
+        if not -count <= k < count:
+            raise ValueError(f"{label}({kernel.__name__}): argnums {k} is out of range for a "
+                             f"kernel of {count} arguments")
+    return tuple(int(k) % count for k in numbers)
+
+
+def _copy_of(grad: Any) -> Any:
+    return grad.copy() if hasattr(grad, "copy") else grad
+
+
 class Gradient:
     """``kd.grad(kernel, argnums)``: call with the kernel's arguments."""
 
     def __init__(self, kernel: Kernel, argnums: int | Sequence[int], with_value: bool) -> None:
         if not isinstance(kernel, Kernel):
             raise TypeError(f"kd.grad needs a @kd.kernel, got {kernel!r}")
-        self.single = isinstance(argnums, int)
-        self.argnums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-        if not self.argnums or not all(isinstance(k, int) for k in self.argnums):
-            raise TypeError(f"kd.grad: argnums must be an int or a tuple of ints, got {argnums!r}")
+        self.single = _is_index(argnums)
+        self.requested = normalized_argnums(kernel, argnums)
+        self.argnums = tuple(sorted(set(self.requested)))  # each compiled once
         self.kernel = GradientKernel(kernel, self.argnums)
         self.primal = kernel
         self.with_value = with_value
@@ -143,8 +167,10 @@ class Gradient:
         value, *scalars, saved_bytes = self.kernel(*args, *adjoints)
         self.saved_bytes = int(saved_bytes)
         arrays, scalar_grads = iter(adjoints), iter(scalars)
-        grads = tuple(next(arrays) if _is_array(params[k]) else next(scalar_grads)
-                      for k in self.argnums)
+        by_position = {k: next(arrays) if _is_array(params[k]) else next(scalar_grads)
+                       for k in self.argnums}
+        grads = tuple(by_position[k] if first else _copy_of(by_position[k])
+                      for first, k in zip(_first_occurrences(self.requested), self.requested))
         grad = grads[0] if self.single else grads
         return (value, grad) if self.with_value else grad
 
@@ -166,6 +192,12 @@ class Gradient:
     def compile_seconds(self) -> float | None:
         """How long the last compilation (or load from the disk cache) took."""
         return self.kernel.compile_seconds
+
+
+def _first_occurrences(numbers: tuple[int, ...]) -> list[bool]:
+    """Whether each position of ``numbers`` is the first time its value appears (a
+    repeated argnum gets a copy of the gradient, as JAX gives an array per position)."""
+    return [k not in numbers[:position] for position, k in enumerate(numbers)]
 
 
 def grad(kernel: Kernel, argnums: int | Sequence[int] = 0) -> Gradient:
@@ -226,7 +258,7 @@ def check_grad(kernel: Kernel, *args: Any, argnums: int | Sequence[int] = 0,
     """Compares ``kd.grad(kernel, argnums)`` with central finite differences in float64
     (in the arguments' own precision where the kernel accepts nothing else); raises
     AssertionError naming the worst element. Returns the largest scaled error."""
-    numbers = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    numbers = tuple(sorted(set(normalized_argnums(kernel, argnums, "kd.check_grad"))))
     wide = list(args)
     for k in numbers:
         a = args[k]

@@ -1,0 +1,56 @@
+"""``argnums`` as JAX users write it: negative positions count from the end, a repeated
+position gives its gradient again, any order; what is not a position is a TypeError and
+a position the kernel lacks a ValueError naming it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kdsl as kd
+
+
+@kd.kernel
+def weighted(x: kd.Array[kd.f64], y: kd.Array[kd.f64, 2], a: kd.f64, b: kd.f64) -> kd.f64:
+    s = 0.0
+    for i in kd.prange(x.shape[0]):
+        s += a * kd.sin(x[i]) * x[i] + b * b * y[i, 0] * y[i, 1] + a * b
+    return s
+
+
+def _expected(x: np.ndarray, y: np.ndarray, a: float, b: float) -> tuple:
+    d_y = np.zeros_like(y)
+    d_y[:, 0], d_y[:, 1] = b * b * y[:, 1], b * b * y[:, 0]
+    d_x = a * (np.cos(x) * x + np.sin(x))
+    d_a = float(np.sum(np.sin(x) * x) + b * x.size)
+    d_b = float(np.sum(2 * b * y[:, 0] * y[:, 1]) + a * x.size)
+    return d_x, d_y, d_a, d_b
+
+
+def test_negative_repeated_and_unordered_argnums(rng) -> None:
+    x, y = rng.random(5), rng.random((5, 2))
+    d_x, d_y, d_a, d_b = _expected(x, y, 0.7, 1.3)
+    assert np.isclose(kd.grad(weighted, -1)(x, y, 0.7, 1.3), d_b, rtol=1e-12)
+    np.testing.assert_allclose(kd.grad(weighted, -4)(x, y, 0.7, 1.3), d_x, rtol=1e-12)
+    got = kd.grad(weighted, (-3, 0, -2, 1, 0))(x, y, 0.7, 1.3)
+    for computed, expected in zip(got, (d_y, d_x, d_a, d_y, d_x)):
+        np.testing.assert_allclose(computed, expected, rtol=1e-12)
+    assert got[1] is not got[4]  # a repeated position gets an array of its own
+    value, (g_a, g_b) = kd.value_and_grad(weighted, [-2, -1])(x, y, 0.7, 1.3)
+    assert np.isclose(value, weighted.python(x, y, 0.7, 1.3), rtol=1e-12)
+    assert np.isclose(g_a, d_a, rtol=1e-12) and np.isclose(g_b, d_b, rtol=1e-12)
+    assert kd.check_grad(weighted, x, y, 0.7, 1.3, argnums=(-4, -3, -1, 0)) < 1.0
+
+
+@pytest.mark.parametrize(("argnums", "error", "text"), [
+    (4, ValueError, "argnums 4 is out of range for a kernel of 4 arguments"),
+    (-5, ValueError, "argnums -5 is out of range"),
+    ((0, 7), ValueError, "argnums 7 is out of range"),
+    ((), TypeError, "argnums must be an int or a tuple of ints"),
+    (1.0, TypeError, "argnums must be an int or a tuple of ints, got 1.0"),
+    (True, TypeError, "argnums must be an int or a tuple of ints"),
+    ("x", TypeError, "argnums must be an int or a tuple of ints"),
+])
+def test_argnums_that_name_no_argument(argnums, error, text) -> None:
+    with pytest.raises(error, match=text):
+        kd.grad(weighted, argnums)(np.ones(3), np.ones((3, 2)), 1.0, 1.0)
