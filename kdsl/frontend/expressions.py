@@ -10,6 +10,7 @@ import numpy as np
 from kdsl import types as T
 from kdsl.frontend import numeric_rules
 from kdsl.frontend.tensors import TensorLowering, is_array
+from kdsl.frontend.unsupported import unsupported_message
 from kdsl.frontend.values import FormattedText, Static, TupleValue
 from kdsl.frontend.vectors import COMPONENT_NAMES, VectorLowering
 from kdsl.ir.core import Block, Value
@@ -35,7 +36,7 @@ class ExpressionLowering(VectorLowering, TensorLowering):
     def expr(self, node: ast.expr) -> Any:
         method = getattr(self, f"expr_{type(node).__name__}", None)
         if method is None:
-            self.error(f"unsupported expression: {type(node).__name__}", node)
+            self.error(unsupported_message(node, "expression"), node)
         with self.at(node):
             return method(node)
 

@@ -24,6 +24,7 @@ from kdsl.frontend.expressions import COMPONENT_NAMES
 from kdsl.frontend.loops import RETURN_FLAG, LoopLowering
 from kdsl.frontend.scope import VariableType
 from kdsl.frontend.tensors import is_array
+from kdsl.frontend.unsupported import unsupported_message
 from kdsl.frontend.values import Static, TupleValue
 from kdsl.ir.core import Block, Value
 
@@ -76,7 +77,7 @@ class StatementLowering(LoopLowering):
     def stmt(self, node: ast.stmt) -> None:
         method = getattr(self, f"stmt_{type(node).__name__}", None)
         if method is None:
-            self.error(f"unsupported statement: {type(node).__name__}", node)
+            self.error(unsupported_message(node, "statement"), node)
         with self.at(node):
             method(node)
 

@@ -284,7 +284,12 @@ class Kernel:
 
     def _check_count(self, args: tuple) -> None:
         names, _ = self._parameter_names()
-        if len(args) != len(names):
+        if len(args) < len(names):
+            missing = names[len(args):]
+            listed = ", ".join(f"'{name}'" for name in missing)
+            raise TypeError(f"{self.__name__}() missing {len(missing)} required argument"
+                            f"{'s' if len(missing) > 1 else ''}: {listed}")
+        if len(args) > len(names):
             raise TypeError(
                 f"{self.__name__}() takes {len(names)} arguments, got {len(args)}"
             )
