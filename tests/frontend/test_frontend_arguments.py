@@ -104,7 +104,9 @@ def test_two_dimensional_array_given_one_dimensional():
 
 def test_wrong_number_of_arguments():
     message = type_error(lambda: scale(np.ones(3, np.float32)))
-    assert "scale()" in message and "2" in message and "1" in message
+    assert "scale()" in message and "missing 1 required argument: 's'" in message
+    message = type_error(lambda: scale(np.ones(3, np.float32), 1.0, 2.0))
+    assert "scale()" in message and "2" in message and "3" in message
 
 
 def test_i32_scalar_given_an_int_that_does_not_fit():

@@ -97,7 +97,7 @@ def test_wrong_dtype_and_ndim_are_rejected_as_on_the_first_call():
         add(a, b, [0.0] * 16)
     with pytest.raises(TypeError, match="argument 'a'"):
         add(a.byteswap().view(a.dtype.newbyteorder()), b, c)
-    with pytest.raises(TypeError, match="takes 3 arguments"):
+    with pytest.raises(TypeError, match="missing 1 required argument: .c."):
         add(a, b)
     add(a, b, c)  # the compiled path still works afterwards
     np.testing.assert_array_equal(c, a + b)
