@@ -41,6 +41,7 @@ from kdsl.runtime.kernel import Kernel
 from kdsl.runtime.tape_memory import COPIES, copy_of, host_data, is_array, overlaps
 from kdsl.runtime.tape_plans import RecordPlan, plan_for
 from kdsl.runtime.tape_records import Call, Segment, TapeScalar
+from kdsl.runtime.tape_repeat import Repeat
 from kdsl.runtime.tape_reverse import TapeReverse
 
 __all__ = ["Tape", "TapeScalar"]
@@ -109,6 +110,11 @@ class Tape(TapeReverse):
         # pairs of arrays (by id) known not to share memory, and the arrays themselves
         # (held, so that their ids stay theirs)
         self._apart: dict[tuple[int, int], tuple[Any, Any]] = {}
+        # how the last call was recorded, where it was like the one before it (for the
+        # next calls alike: tape_repeat.py)
+        self._repeat: Repeat | None = None
+        # the plans of the calls differentiated, and their kernels
+        self._differentiated: dict[RecordPlan, Kernel] = {}
         self.memory_bytes = 0
         """Bytes the tape holds: copies of the arrays the recorded calls overwrote, and the
         gradients of the calls whose gradient was taken as they were recorded."""
@@ -140,6 +146,12 @@ class Tape(TapeReverse):
         return False
 
     def _record(self, kernel: Kernel, args: tuple) -> Any:
+        repeat = self._repeat
+        if repeat is not None and repeat.kernel is kernel:
+            copied = repeat.record(self._calls, args)
+            if copied is not SLOW:
+                self.memory_bytes += copied
+                return None
         plain = _plain_arguments(args)
         plan = _last_plan.get(kernel)
         if (plan is not None and plan.fast is not None and not plan.scalar_result
@@ -206,6 +218,10 @@ class Tape(TapeReverse):
             if result is SLOW:
                 return SLOW
         self._commit(call, taken, copied_bytes)
+        if every is None and Repeat.eligible(call, self._calls[-2] if len(self._calls) > 1
+                                              else None, result):
+            scratch = {key: a for key, a in taken.items() if self._scratch.get(key) is a}
+            self._repeat = Repeat(call, scratch, copied_bytes)
         if argnums and isinstance(result, (float, np.floating)):
             return TapeScalar(float(result), self, len(self._calls) - 1)
         returned_types = plan.returned_types if argnums else None
@@ -219,6 +235,7 @@ class Tape(TapeReverse):
 
     def _commit(self, call: Call, taken: dict[int, Any], copied_bytes: int) -> None:
         """Adds a call that ran, with the copies made for it, to the record."""
+        self._repeat = None
         every = self.checkpoint_every
         if every is None:
             call.snapshots = taken
@@ -247,6 +264,8 @@ class Tape(TapeReverse):
         for k in call.argnums:
             if k in arrays:
                 self._active.add(id(args[k]))
+        if call.argnums and call.gradient is None:
+            self._differentiated[call.plan] = call.kernel
         self._calls.append(call)
 
     @staticmethod
@@ -376,6 +395,8 @@ class Tape(TapeReverse):
         self._read_by_active.clear()
         self._scratch.clear()
         self._apart.clear()
+        self._repeat = None
+        self._differentiated.clear()
         self.memory_bytes = 0
 
     def _release_copies(self) -> None:

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from kdsl.runtime.kernel import Kernel
     from kdsl.runtime.tape import Tape
     from kdsl.runtime.tape_plans import RecordPlan
+    from kdsl.runtime.tape_repeat import Repeat
 
 NOTHING_KEPT: frozenset[int] = frozenset()
 
@@ -34,7 +35,7 @@ class Call:
     """One recorded kernel call."""
 
     __slots__ = ("kernel", "plan", "args", "plain", "argnums", "written", "snapshots", "keep",
-                 "gradient", "returned", "returned_types")
+                 "gradient", "returned", "returned_types", "repeat")
 
     def __init__(self, kernel: Kernel, plan: RecordPlan, args: tuple, plain: tuple,
                  argnums: tuple[int, ...], written: tuple[int, ...]) -> None:
@@ -56,6 +57,8 @@ class Call:
         # ones gradients flow back, and their types
         self.returned: tuple | None = None
         self.returned_types: tuple[T.ArrayType, ...] | None = None
+        # what recorded it, where the call before was alike (tape_repeat.py)
+        self.repeat: Repeat | None = None
 
 
 class Segment:

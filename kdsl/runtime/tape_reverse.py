@@ -19,6 +19,7 @@ from kdsl.runtime.tape_memory import (
     zeros_like,
 )
 from kdsl.runtime.tape_records import Call, Segment, TapeScalar
+from kdsl.runtime.tape_repeat import reverse_repeated
 
 
 class TapeReverse:
@@ -30,6 +31,7 @@ class TapeReverse:
     _active: set[int]
     _leaves: dict[int, Any]
     _busy: bool
+    _differentiated: dict[Any, Any]  # RecordPlan -> Kernel
     saved_bytes: int
 
     def _refuse_returned(self, a: Any, what: str) -> None:
@@ -74,6 +76,7 @@ class TapeReverse:
             raise ValueError("tape.backward: no array the tape recorded has requires_grad=True; "
                              "make the parameters with kd.array(..., requires_grad=True)")
         adjoints, scalar_adjoints = self._seed(loss)
+        self._refuse_changed_kernels()
         versions: dict[int, Any] = {}  # id -> the array's value at the point of the walk
         self.saved_bytes = 0
         self._busy = True
@@ -97,11 +100,31 @@ class TapeReverse:
             if found is not None:
                 add_gradient(leaf, found)
 
+    def _refuse_changed_kernels(self) -> None:
+        """A ValueError where a kernel whose product the way back may run is no longer
+        what was recorded (its source, a func it calls or a global constant it reads
+        changed since): its product would be the new code's, a wrong gradient."""
+        for plan, kernel in self._differentiated.items():
+            if not plan.current():
+                raise ValueError(
+                    f"tape.backward: {kernel.__name__} changed after a call of it was "
+                    "recorded (its source, a func it calls or a global constant it reads): "
+                    "its gradient would be that of the new code; pass the value as an "
+                    "argument instead")
+
     def _walk(self, calls: range, versions: dict[int, Any], adjoints: dict[int, Any],
               scalar_adjoints: dict[int, float]) -> None:
         """The products of ``calls``, last to first (their snapshots at hand)."""
         for index in reversed(calls):
             call = self._calls[index]
+            if call.repeat is not None:  # no seed, no gradient taken, nothing returned
+                if call.argnums and any(key in adjoints for key in call.written):
+                    saved = reverse_repeated(call, versions, adjoints)
+                    if saved > self.saved_bytes:
+                        self.saved_bytes = saved
+                if call.snapshots:
+                    versions.update(call.snapshots)
+                continue
             seed = scalar_adjoints.get(index, 0.0) if scalar_adjoints else 0.0
             if call.gradient is not None:
                 if seed != 0.0:
