@@ -216,12 +216,19 @@ class DeviceEmitter(KernelEmitter):
         return self.b.zext(self.b.call(fn, []), i64)
 
     def _shuffle_xor(self, value: ir.Value, lane_mask: int) -> ir.Value:
-        shfl = self.scalar.function("llvm.nvvm.shfl.sync.bfly.i32", i32, [i32, i32, i32, i32])
+        return self._shuffle("bfly", value, lane_mask, 31)
+
+    def _shuffle(self, mode: str, value: ir.Value, operand: int, clamp: int) -> ir.Value:
+        """``shfl.sync.<mode>`` over the full warp of a value of any scalar type (one
+        32-bit shuffle, or two for 64-bit values): ``mode`` is ``bfly`` (lane xor
+        ``operand``, ``clamp`` 31), ``up`` (lane - ``operand``, ``clamp`` 0; lanes below
+        keep their own value), ``down`` or ``idx``."""
+        shfl = self.scalar.function(f"llvm.nvvm.shfl.sync.{mode}.i32", i32, [i32, i32, i32, i32])
         t = value.type
 
         def shuffle32(v: ir.Value) -> ir.Value:
-            return self.b.call(shfl, [ir.Constant(i32, -1), v, ir.Constant(i32, lane_mask),
-                                      ir.Constant(i32, 31)])
+            return self.b.call(shfl, [ir.Constant(i32, -1), v, ir.Constant(i32, operand),
+                                      ir.Constant(i32, clamp)])
 
         if isinstance(t, ir.IntType) and t.width <= 32:
             wide = self.b.zext(value, i32) if t.width < 32 else value

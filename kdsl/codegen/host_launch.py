@@ -74,7 +74,7 @@ def _kind(op: Operation) -> str:
     """'launch' (holds a parallel loop), 'device' (touches memory), 'host' (must run on
     the host) or 'neutral' (runs anywhere)."""
     names = {inner.name for inner in op.walk()}
-    if "parallel_for" in names:
+    if "parallel_for" in names or "device_scan" in names:
         return "launch"
     if op.name in HOST_ONLY_OPS:
         return "host"
@@ -252,6 +252,12 @@ class HostEmitter(KernelEmitter):
 
         return self._counted_loop(ir.Constant(i64, 0), count, ir.Constant(i64, 1), inits, types,
                                   combine)
+
+    def emit_device_scan(self, op: Operation) -> list[Repr]:
+        from kdsl.codegen.device_scan import launch_device_scan
+
+        launch_device_scan(self, op)
+        return []
 
     def _clamp(self, value: ir.Value, limit: int) -> ir.Value:
         low = self.scalar.op_max(T.i64, value, ir.Constant(i64, 1))

@@ -145,6 +145,10 @@ class FunctionLowering(StatementLowering):
                                result_types: list[VariableType], node: ast.Call) -> str:
         return _lower_custom_gradient_into(self, fn, values, result_types, node)
 
+    def _lowered_func(self, fn: Any, source: Any, values: list[Value], draws: bool,
+                      node: ast.Call) -> tuple[Any, list[VariableType]]:
+        return _lowered_func_into(self, fn, source, values, draws, node)
+
     def call_func(self, fn: Any, args: list[Any], node: ast.Call) -> Any:
         source = read_function(fn.py_function)
         params = source.tree.args.args
@@ -168,27 +172,14 @@ class FunctionLowering(StatementLowering):
                     self.weak.discard(v)
             values.append(v)
         draws = scan_dependencies(fn.py_function).uses_random
-        key = (fn, tuple(v.type for v in values), tuple(self.is_weak(v) for v in values))
-        context = self.context
-        if key in context.in_progress:
-            self.error(f"recursive call of {source.name}() is not supported", node)
-        if key not in context.funcs:
-            context.in_progress.add(key)
-            try:
-                name = f"{source.name}.{len(context.funcs)}"
-                params_vt = [VariableType(v.type, self.is_weak(v)) for v in values]
-                params_vt += context.capture_types
-                if draws:
-                    params_vt += [VariableType(T.u32)] * random_draws.FUNC_STREAM_PARAMETERS
-                function, result_types = lower_function(source, params_vt, context, False, name)
-            finally:
-                context.in_progress.discard(key)
-            context.funcs[key] = function
-            context.func_results[key] = result_types
-        function = context.funcs[key]
-        result_types = context.func_results[key]
+        function, result_types = self._lowered_func(fn, source, values, draws, node)
         attrs: dict[str, Any] = {"callee": function.name,
                                  "types": [vt.type for vt in result_types]}
+        device_version = getattr(fn, "device_version", None)
+        if device_version is not None:  # chosen by passes/inline_funcs.py on CUDA devices
+            device_source = read_function(device_version.py_function)
+            attrs["device_callee"] = self._lowered_func(device_version, device_source, values,
+                                                        False, node)[0].name
         if getattr(fn, "custom_gradient", None) is not None:
             attrs["gradient"] = self._lower_custom_gradient(fn, values, result_types, node)
             attrs["arguments"] = len(values)
@@ -204,6 +195,30 @@ class FunctionLowering(StatementLowering):
         if len(op.results) == 1:
             return op.results[0]
         return TupleValue(tuple(op.results))
+
+
+def _lowered_func_into(lowering: FunctionLowering, fn: Any, source: Any, values: list[Value],
+                       draws: bool, node: ast.Call) -> tuple[Any, list[VariableType]]:
+    """The IR function of func ``fn`` for these arguments (lowered on first use) and its
+    results' types."""
+    key = (fn, tuple(v.type for v in values), tuple(lowering.is_weak(v) for v in values))
+    context = lowering.context
+    if key in context.in_progress:
+        lowering.error(f"recursive call of {source.name}() is not supported", node)
+    if key not in context.funcs:
+        context.in_progress.add(key)
+        try:
+            name = f"{source.name}.{len(context.funcs)}"
+            params_vt = [VariableType(v.type, lowering.is_weak(v)) for v in values]
+            params_vt += context.capture_types
+            if draws:
+                params_vt += [VariableType(T.u32)] * random_draws.FUNC_STREAM_PARAMETERS
+            function, result_types = lower_function(source, params_vt, context, False, name)
+        finally:
+            context.in_progress.discard(key)
+        context.funcs[key] = function
+        context.func_results[key] = result_types
+    return context.funcs[key], context.func_results[key]
 
 
 def _lower_custom_gradient_into(lowering: FunctionLowering, fn: Any, values: list[Value],

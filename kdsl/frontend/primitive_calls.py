@@ -21,6 +21,7 @@ from kdsl.ir.core import Value
 from kdsl.primitives import kernels
 from kdsl.primitives.api import sum_type
 from kdsl.primitives.bits import bits, float_from_bits
+from kdsl.primitives.device import device_scan
 from kdsl.primitives.scan_source import scan_func
 from kdsl.primitives.search_source import search_funcs, segment_sum_func
 from kdsl.primitives.sort_source import radix_sort_func, sort_func
@@ -91,6 +92,17 @@ def _float_from_bits(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     if v.type not in (T.u32, T.u64):
         lo.error(f"float_from_bits() takes a u32 or a u64, got {v.type}", node)
     return lo.strong(lo.op("bitcast", v, type=T.f64 if v.type == T.u64 else T.f32, node=node))
+
+
+@builtin(device_scan)
+def _device_scan(lo: FunctionLowering, node: ast.Call, args: list) -> Any:
+    """``device_scan(a, out, exclusive)``, called by the CUDA versions of the primitives."""
+    _positional(lo, node, args, "device_scan", 3, 3)
+    a = _vector(lo, node, args[0], "device_scan", "a")
+    out = _vector(lo, node, args[1], "device_scan", "out")
+    exclusive = bool(_constant(lo, args[2], "exclusive", node))
+    lo.builder.create("device_scan", [a, out], {"exclusive": exclusive})
+    return Static(None)
 
 
 @_keyword_builtin(primitives.cumsum)

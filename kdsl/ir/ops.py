@@ -385,6 +385,10 @@ register(OpDef("gemm", Trait.NONE, _none, memory=(READ, READ, WRITE),
                doc="gemm %a, %b, %c[, %first, %count]: c[...] = a @ b (or only rows first to "
                    "first + count of c and a), 2-D arrays of one float type, c with contiguous "
                    "rows (the CPU's packed, register-blocked product)"))
+register(OpDef("device_scan", Trait.NONE, _none, memory=(READ, WRITE),
+               doc="device_scan %a, %out: out[i] = a[0] + ... + a[i] (attrs exclusive: up to "
+                   "a[i - 1]) in out's type, 1-D arrays of one length; a CUDA device's block "
+                   "scan, made only at the top level of CUDA kernels"))
 register(OpDef("raise_value_error", Trait.SIDE_EFFECT, _none,
                doc="operands ok, the offending value; attrs what"))
 register(OpDef("raise_shape_error", Trait.SIDE_EFFECT, _none,

@@ -42,9 +42,31 @@ def _scan_source(result: T.ScalarType, exclusive: bool) -> str:
     ]) + "\n"
 
 
+def _device_scan_source(result: T.ScalarType, exclusive: bool) -> str:
+    """The CUDA version: the block scan of kdsl/codegen/device_scan.py, then the total."""
+    r = kd_name(result)
+    last = f"out[n - 1] + {r}(a[n - 1])" if exclusive else "out[n - 1]"
+    return "\n".join([
+        "@kd.func",
+        "def scan(a, out):",
+        "    n = a.shape[0]",
+        f"    device_scan(a, out, {exclusive})",
+        f"    total = {r}(0)",
+        "    if n > 0:",
+        f"        total = {last}",
+        "    return total",
+    ]) + "\n"
+
+
 @functools.cache
 def scan_func(result: T.ScalarType, exclusive: bool) -> Any:
     """``scan(a, out) -> total``: the inclusive (or exclusive) running sums of 1-D ``a``
-    in type ``result`` written to ``out``; returns the sum of all of ``a``."""
-    source = _scan_source(result, exclusive)
-    return as_func(define(source, "scan", f"scan {result} {'exclusive' if exclusive else ''}"))
+    in type ``result`` written to ``out``; returns the sum of all of ``a``. Called outside
+    parallel loops in CUDA code, its device version runs instead (a block scan)."""
+    from kdsl.primitives.device import device_scan
+
+    label = f"scan {result} {'exclusive' if exclusive else ''}"
+    func = as_func(define(_scan_source(result, exclusive), "scan", label))
+    func.device_version = as_func(define(_device_scan_source(result, exclusive), "scan",
+                                         f"device {label}", {"device_scan": device_scan}))
+    return func

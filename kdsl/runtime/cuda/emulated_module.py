@@ -323,8 +323,15 @@ define internal void @"kdsl_emu.nvvm.barrier0"() {
 }
 
 ; shuffles alternate between two exchange buffers, so one barrier each suffices: a
-; buffer is written again only after the barrier of the next shuffle
-define internal i32 @"kdsl_emu.nvvm.shfl.sync.bfly.i32"(i32 %mask, i32 %value, i32 %lanes, i32 %clamp) {
+; buffer is written again only after the barrier of the next shuffle. Every thread of the
+; block must take part (kdsl's device code shuffles only in uniform control flow). The
+; source lane follows PTX's shfl.sync: from b (the lane, distance or xor mask) and c (the
+; clamp in bits 0-4, the segment mask in bits 8-12); a lane whose source falls outside
+; its segment (below the distance for up, past the clamp otherwise) gets its own value.
+; A source lane not in the member mask, or past the block's threads, is undefined on a
+; GPU: here it reads as the recognisable 0xdeadbeef (-559038737).
+define internal i32 @kdsl_emu.shfl(i32 %mode, i32 %mask, i32 %value, i32 %b, i32 %c) {
+entry:
   %t = load i32, i32* @kdsl_emu.current
   %pp = getelementptr [1024 x i32], [1024 x i32]* @kdsl_emu.parity, i64 0, i32 %t
   %parity = load i32, i32* %pp
@@ -335,10 +342,74 @@ define internal i32 @"kdsl_emu.nvvm.shfl.sync.bfly.i32"(i32 %mask, i32 %value, i
   %mine = getelementptr [2048 x i32], [2048 x i32]* @kdsl_emu.exchange, i64 0, i32 %mine.i
   store i32 %value, i32* %mine
   call void @"kdsl_emu.nvvm.barrier0"()
-  %partner = xor i32 %t, %lanes
+  %lane = and i32 %t, 31
+  %warp = sub i32 %t, %lane
+  %bval = and i32 %b, 31
+  %cval = and i32 %c, 31
+  %c.high = lshr i32 %c, 8
+  %segmask = and i32 %c.high, 31
+  %notseg = xor i32 %segmask, 31
+  %lane.seg = and i32 %lane, %segmask
+  %c.rest = and i32 %cval, %notseg
+  %maxlane = or i32 %lane.seg, %c.rest
+  switch i32 %mode, label %idx [i32 0, label %up
+                                i32 1, label %down
+                                i32 2, label %bfly]
+up:
+  %j.up = sub i32 %lane, %bval
+  %p.up = icmp sge i32 %j.up, %maxlane
+  br label %chosen
+down:
+  %j.down = add i32 %lane, %bval
+  %p.down = icmp sle i32 %j.down, %maxlane
+  br label %chosen
+bfly:
+  %j.bfly = xor i32 %lane, %bval
+  %p.bfly = icmp sle i32 %j.bfly, %maxlane
+  br label %chosen
+idx:
+  %b.rest = and i32 %bval, %notseg
+  %j.idx = or i32 %lane.seg, %b.rest
+  %p.idx = icmp sle i32 %j.idx, %maxlane
+  br label %chosen
+chosen:
+  %j = phi i32 [%j.up, %up], [%j.down, %down], [%j.bfly, %bfly], [%j.idx, %idx]
+  %p = phi i1 [%p.up, %up], [%p.down, %down], [%p.bfly, %bfly], [%p.idx, %idx]
+  %source = select i1 %p, i32 %j, i32 %lane
+  %bit = shl i32 1, %source
+  %member = and i32 %mask, %bit
+  %in.mask = icmp ne i32 %member, 0
+  %partner = add i32 %warp, %source
+  %threads = load i32, i32* @kdsl_emu.ntid.x
+  %exists = icmp ult i32 %partner, %threads
+  %defined = and i1 %in.mask, %exists
+  br i1 %defined, label %read, label %undefined
+read:
   %theirs.i = add i32 %base, %partner
   %theirs = getelementptr [2048 x i32], [2048 x i32]* @kdsl_emu.exchange, i64 0, i32 %theirs.i
   %r = load i32, i32* %theirs
+  ret i32 %r
+undefined:
+  ret i32 -559038737
+}
+
+define internal i32 @"kdsl_emu.nvvm.shfl.sync.up.i32"(i32 %mask, i32 %value, i32 %b, i32 %c) {
+  %r = call i32 @kdsl_emu.shfl(i32 0, i32 %mask, i32 %value, i32 %b, i32 %c)
+  ret i32 %r
+}
+
+define internal i32 @"kdsl_emu.nvvm.shfl.sync.down.i32"(i32 %mask, i32 %value, i32 %b, i32 %c) {
+  %r = call i32 @kdsl_emu.shfl(i32 1, i32 %mask, i32 %value, i32 %b, i32 %c)
+  ret i32 %r
+}
+
+define internal i32 @"kdsl_emu.nvvm.shfl.sync.bfly.i32"(i32 %mask, i32 %value, i32 %b, i32 %c) {
+  %r = call i32 @kdsl_emu.shfl(i32 2, i32 %mask, i32 %value, i32 %b, i32 %c)
+  ret i32 %r
+}
+
+define internal i32 @"kdsl_emu.nvvm.shfl.sync.idx.i32"(i32 %mask, i32 %value, i32 %b, i32 %c) {
+  %r = call i32 @kdsl_emu.shfl(i32 3, i32 %mask, i32 %value, i32 %b, i32 %c)
   ret i32 %r
 }
 
