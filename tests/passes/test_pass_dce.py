@@ -1,5 +1,6 @@
-"""dce: ops whose results are unused and that have no effects disappear, loops included;
-stores, prints and while loops stay. Golden IR after the pass, results unchanged."""
+"""dce: ops whose results are unused and that have no effects disappear, loops included,
+and so do reductions whose result no one reads; stores, prints and while
+loops stay. Golden IR after the pass, results unchanged."""
 
 from __future__ import annotations
 
@@ -77,3 +78,49 @@ def test_effects_and_while_loops_stay(capfd):
     effects_stay(x)
     np.testing.assert_array_equal(x, [6, 2])
     assert capfd.readouterr().out == "done\n"
+
+
+@kd.kernel
+def unread_reductions(x: kd.Array[kd.f64], y: kd.Array[kd.f64]) -> kd.f64:
+    wasted = 0.0
+    kept = 0.0
+    peak = -1.0
+    for i in kd.prange(x.shape[0]):
+        wasted += kd.sin(x[i])  # never read after the loop
+        kept += x[i] * x[i]
+        peak = max(peak, x[i])
+        y[i] = kd.cos(x[i])
+    return kept + peak
+
+
+def test_reductions_no_one_reads_disappear():
+    rng = np.random.default_rng(3)
+    x = rng.random(7)
+    before = unread_reductions.ir(x, np.zeros(7), stage="cse")
+    assert "reductions = ['add', 'add', 'max']" in before and "sin" in before
+    after = unread_reductions.ir(x, np.zeros(7), stage="dce")
+    assert "reductions = ['add', 'max']" in after and "sin" not in after
+    y, expected_y = np.zeros(7), np.zeros(7)
+    assert np.isclose(unread_reductions(x, y), unread_reductions.python(x, expected_y),
+                      rtol=1e-12)
+    np.testing.assert_array_equal(y, expected_y)
+
+
+@kd.kernel
+def squared_distance(x: kd.Array[kd.f64], t: kd.Array[kd.f64]) -> kd.f64:
+    e = 0.0
+    for i in kd.prange(x.shape[0]):
+        e += (x[i] - t[i]) ** 2
+    return e
+
+
+def test_a_vector_jacobian_product_skips_the_value_it_does_not_return():
+    rng = np.random.default_rng(4)
+    from kdsl.runtime.vjp_kernel import vjp_kernel
+
+    x, t = rng.random(6), rng.random(6)
+    product = vjp_kernel(squared_distance, (0,))
+    assert "reductions = []" in product.ir(x, t, np.zeros(6), 1.0)
+    d_x = np.zeros(6)
+    product(x, t, d_x, 0.5)
+    np.testing.assert_allclose(d_x, x - t, rtol=1e-12)

@@ -6,6 +6,7 @@ from typing import Any
 
 from kdsl.ir.core import Block, Function, use_counts
 from kdsl.ir.effects import has_side_effects
+from kdsl.ir.passes.dead_reductions import drop_unread_reductions
 
 
 def _sweep(block: Block, counts: dict[Any, int]) -> bool:
@@ -29,5 +30,7 @@ def _sweep(block: Block, counts: dict[Any, int]) -> bool:
 
 
 def run(function: Function, options: Any = None) -> None:
-    while _sweep(function.body, use_counts(function.body)):
-        pass
+    while True:
+        counts = use_counts(function.body)
+        if not (drop_unread_reductions(function.body, counts) | _sweep(function.body, counts)):
+            break
