@@ -125,6 +125,12 @@ class Matrix(_SmallValue):
     """A small matrix in plain-Python mode: a 2-D NumPy array (``m.T``, ``m.trace()``,
     ``m.transpose()``, ``m.determinant()``, ``m.inverse()``)."""
 
+    def __iter__(self) -> Any:
+        """Its rows, as vectors (``top, bottom = m``), as compiled code unpacks them."""
+        if self.ndim != 2:
+            return super().__iter__()
+        return iter([np.ndarray.__getitem__(self, k).view(Vector) for k in range(self.shape[0])])
+
     def trace(self) -> Any:  # type: ignore[override]
         return trace(self)
 

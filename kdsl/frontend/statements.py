@@ -193,8 +193,10 @@ class StatementLowering(LoopLowering):
         elif isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(value, Static) and isinstance(value.obj, tuple):  # a global tuple
                 value = TupleValue(tuple(Static(item) for item in value.obj))
+            value = self.unpacked_parts(value)
             if not isinstance(value, TupleValue):
-                self.error("only tuples (such as a.shape) can be unpacked", node)
+                self.error("only tuples (such as a.shape), vectors and matrices can be "
+                           "unpacked", node)
             if len(value.items) != len(target.elts):
                 self.error(
                     f"cannot unpack {len(value.items)} values into {len(target.elts)} names", node

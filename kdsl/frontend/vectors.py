@@ -229,6 +229,20 @@ class VectorLowering(LoweringBase):
         name = table.get(attr)
         return VectorMethod(name, v, attr) if name is not None else None
 
+    def unpacked_parts(self, value: Any) -> Any:
+        """``u, v = p`` of a vector unpacks its components, of a matrix its rows (as
+        Python unpacks them); any other value is returned unchanged."""
+        if not isinstance(value, Value) or not isinstance(value.type, SHAPED):
+            return value
+        t = value.type
+        if isinstance(t, T.VectorType):
+            return TupleValue(tuple(self.op("extract", value, index=k) for k in range(t.count)))
+        row_type = T.vector_type(t.element, t.cols)
+        return TupleValue(tuple(
+            self.op("make_vector", *(self.op("extract", value, index=r * t.cols + c)
+                                     for c in range(t.cols)), type=row_type)
+            for r in range(t.rows)))
+
     def literal_value(self, items: TupleValue, t: Any, node: ast.AST) -> Value:
         """A list or tuple literal (``[0, 0]``, ``[[s, 0], [0, s]]``) as a value of the
         vector or matrix type ``t``."""
