@@ -26,6 +26,7 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.runtime.fast_call_results import api_address
+from kdsl.runtime.native_pool import POOL_FUNCTIONS, PoolEmitter
 from kdsl.runtime.ndarray_layout import ndarray_offsets
 
 RECORD_MAGIC = 0x6B64736C5245434F  # "kdslRECO"
@@ -33,16 +34,19 @@ RECORD_CAPACITY = 16
 RECORD_WORDS = 2 + RECORD_CAPACITY
 HEADER_WORDS = 2  # the magic and the record's address, before the status slots
 SMALL_DIMENSION = 1 << 24  # sizes beyond it go to Python (no overflow in the product)
+SIZE_CAP = 1 << 36
 _NUMPY_EMPTY, _NUMPY_ZEROS = 184, 183  # PyArray_Empty, PyArray_Zeros in NumPy's API table
+_NUMPY_NEW_FROM_DESCR, _NUMPY_SET_BASE = 94, 282  # PyArray_NewFromDescr, PyArray_SetBaseObject
 _lock = threading.Lock()
 _keep_alive: list[Any] = []
 
 
 
 @cache
-def _numpy_api() -> tuple[int, int] | None:
-    """The addresses of PyArray_Empty and PyArray_Zeros, checked on a live call; None
-    where this NumPy build's table differs."""
+def _numpy_api() -> tuple[int, int, int, int] | None:
+    """The addresses of PyArray_Empty, PyArray_Zeros (checked on a live call),
+    PyArray_NewFromDescr and PyArray_SetBaseObject; None where this NumPy build's table
+    differs."""
     import importlib
 
     try:
@@ -54,9 +58,10 @@ def _numpy_api() -> tuple[int, int] | None:
     table = get(umath._ARRAY_API, None)
     if not table:
         return None
-    words = (ctypes.c_void_p * 200).from_address(table)
+    words = (ctypes.c_void_p * 300).from_address(table)
     empty, zeros = words[_NUMPY_EMPTY] or 0, words[_NUMPY_ZEROS] or 0
-    if not (empty and zeros):
+    new_from_descr, set_base = words[_NUMPY_NEW_FROM_DESCR] or 0, words[_NUMPY_SET_BASE] or 0
+    if not (empty and zeros and new_from_descr and set_base):
         return None
     signature = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.c_int, ctypes.POINTER(ctypes.c_int64),
                                   ctypes.py_object, ctypes.c_int)
@@ -71,28 +76,36 @@ def _numpy_api() -> tuple[int, int] | None:
                 return None
     except Exception:  # noqa: BLE001 - anything unexpected: the Python hooks serve
         return None
-    return int(empty), int(zeros)
+    return int(empty), int(zeros), int(new_from_descr), int(set_base)
 
 
 # the words of the hooks' table (helper_code.ProcessWords): Python's C API, NumPy's
 # array makers, the Python hooks and objects, then one descr per scalar type code
 _API = ("PyGILState_Ensure", "PyGILState_Release", "Py_IncRef", "Py_DecRef",
-        "PyObject_CallFunction", "PyErr_Clear")
-_WORD_NAMES = [*_API, "numpy_empty", "numpy_zeros", "python_allocate", "python_release",
-               "allocate_object", "None", *(f"descr{k}" for k in range(len(T.SCALAR_TYPES)))]
+        "PyObject_CallFunction", "PyErr_Clear", "PyCapsule_New", "PyCapsule_SetContext",
+        "PyCapsule_GetPointer", "PyCapsule_GetContext")
+_LIBC = ("aligned_alloc", "free", "madvise")
+_WORD_NAMES = [*_API, "numpy_empty", "numpy_zeros", "PyArray_NewFromDescr",
+               "PyArray_SetBaseObject", "python_allocate", "python_release",
+               "allocate_object", "None", "ndarray_type", *_LIBC,
+               *(f"descr{k}" for k in range(len(T.SCALAR_TYPES)))]
 _INIT = "kdsl_native_allocation_init"
 
 
 def _process_words(python_allocate: int, python_release: int,
-                   numpy_api: tuple[int, int]) -> list[int]:
+                   numpy_api: tuple[int, int, int, int]) -> list[int]:
     """This process's values of ``_WORD_NAMES``."""
     from kdsl.runtime.symbols import allocate_object
 
     dtypes = [np.dtype(s.numpy_dtype) for s in T.SCALAR_TYPES]
     _keep_alive.extend(dtypes)
     _keep_alive.append(allocate_object)
+    libc = ctypes.CDLL(None)
     return [*(api_address(name) for name in _API), *numpy_api, python_allocate,
-            python_release, id(allocate_object), id(None), *(id(d) for d in dtypes)]
+            python_release, id(allocate_object), id(None), id(np.ndarray),
+            *(int(ctypes.cast(getattr(libc, name), ctypes.c_void_p).value or 0)
+              for name in _LIBC),
+            *(id(d) for d in dtypes)]
 
 
 class _Emitter:
@@ -161,9 +174,10 @@ class _Emitter:
     def decref(self, b: Any, obj: Any) -> None:
         self.call(b, "Py_DecRef", self.ir.VoidType(), [obj])
 
-    def is_small(self, b: Any, code: Any, ndim: Any, shape: Any) -> Any:
-        """Whether the array has fewer bytes than the pool's smallest (the product kept
-        from overflowing: each size is checked, the running product capped)."""
+    def byte_size(self, b: Any, code: Any, ndim: Any, shape: Any) -> tuple[Any, Any]:
+        """Whether every size is at most SMALL_DIMENSION, and the array's bytes, capped at
+        SIZE_CAP (the product kept from overflowing: each size is checked, the running
+        product capped)."""
         ir = self.ir
         fn = b.function
         entry = b.block
@@ -183,17 +197,17 @@ class _Emitter:
         b.position_at_end(body)
         size = b.load(b.gep(shape, [k]))
         product = b.mul(total, size)
-        capped = b.select(b.icmp_signed("<", product, self.const(self.smallest)), product,
-                          self.const(self.smallest))
+        capped = b.select(b.icmp_signed("<", product, self.const(SIZE_CAP)), product,
+                          self.const(SIZE_CAP))
         k.add_incoming(b.add(k, self.const(1)), body)
         total.add_incoming(capped, body)
         fits.add_incoming(b.and_(fits, b.icmp_signed("<=", size, self.const(SMALL_DIMENSION))),
                           body)
         b.branch(header)
         b.position_at_end(done)
-        return b.and_(fits, b.icmp_signed("<", total, self.const(self.smallest)))
+        return fits, total
 
-    def emit_allocate(self) -> str:
+    def emit_allocate(self, pool: PoolEmitter) -> str:
         ir = self.ir
         fn = ir.Function(self.module, self.allocate_t, "kdsl_native_allocate")
         token, code, ndim, shape, fill, value = fn.args
@@ -209,12 +223,22 @@ class _Emitter:
             b.store(self.const(1), b.gep(record, [self.const(1)]))
             self.ungil(b, state)
             python(b)
-        small = b.and_(self.is_small(b, code, ndim, shape),
-                       b.icmp_signed("<=", fill, ir.Constant(self.i32, 1)))
+        fits, nbytes = self.byte_size(b, code, ndim, shape)
+        filled_by_numpy = b.icmp_signed("<=", fill, ir.Constant(self.i32, 1))
+        small = b.and_(fits, b.icmp_signed("<", nbytes, self.const(self.smallest)))
+        pooled = b.and_(b.and_(fits, filled_by_numpy),
+                        b.icmp_signed("<=", nbytes, b.load(pool.limit)))
         native = fn.append_basic_block("native")
+        from_pool = fn.append_basic_block("from_pool")
+        not_small = fn.append_basic_block("not_small")
         through_python = fn.append_basic_block("through_python")
         made = fn.append_basic_block("made")
-        b.cbranch(small, native, through_python)
+        b.cbranch(b.and_(small, filled_by_numpy), native, not_small)
+        b.position_at_end(not_small)
+        b.cbranch(pooled, from_pool, through_python)
+        b.position_at_end(from_pool)
+        pooled_array = b.call(pool.array_fn, [code, ndim, shape, fill])
+        b.branch(made)
         b.position_at_end(native)
         descr = b.inttoptr(self.words.load(b, "descr0", b.zext(code, self.i64)), self.i8p)
         self.call(b, "Py_IncRef", ir.VoidType(), [descr])  # the call steals it
@@ -234,6 +258,7 @@ class _Emitter:
         b.position_at_end(made)
         obj = b.phi(self.i8p)
         obj.add_incoming(from_numpy, native)
+        obj.add_incoming(pooled_array, from_pool)
         obj.add_incoming(from_python, through_python)
         null = ir.Constant(self.i8p, None)
         with b.if_then(b.icmp_unsigned("==", obj, null), likely=False):
@@ -298,9 +323,9 @@ class _Emitter:
 
 
 @cache
-def native_hooks() -> tuple[int, int] | None:
-    """The addresses of the native allocate and release hooks; None where this Python
-    or NumPy build is not one they know."""
+def native_helper() -> Any:
+    """The loaded code of the native allocation hooks and the pool (``LoadedCode``), its
+    words filled in; None where this Python or NumPy build is not one it knows."""
     from kdsl.runtime.helper_code import ProcessWords, load_helper
     from kdsl.runtime.symbols import hook_table
 
@@ -312,17 +337,26 @@ def native_hooks() -> tuple[int, int] | None:
     table = hook_table()
     words = _process_words(table[HOOK_ORDER.index("allocate")],
                            table[HOOK_ORDER.index("release")], numpy_api)
-    names = ["kdsl_native_allocate", "kdsl_native_release"]
 
     def emit(module: Any) -> None:
         emitter = _Emitter(module)
-        emitter.emit_allocate()
+        emitter.emit_allocate(PoolEmitter(emitter))
         emitter.emit_release()
 
     with _lock:
-        code = load_helper("kdsl_native_allocation", [*names, _INIT], emit)
+        code = load_helper("kdsl_native_allocation", [*_HOOKS, *POOL_FUNCTIONS, _INIT], emit)
         ProcessWords.fill(code, _INIT, words)
-    return code[names[0]], code[names[1]]
+    return code
+
+
+_HOOKS = ["kdsl_native_allocate", "kdsl_native_release"]
+
+
+def native_hooks() -> tuple[int, int] | None:
+    """The addresses of the native allocate and release hooks; None where this Python
+    or NumPy build is not one they know."""
+    code = native_helper()
+    return None if code is None else (code[_HOOKS[0]], code[_HOOKS[1]])
 
 
 @cache

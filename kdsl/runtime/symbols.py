@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from kdsl.runtime.native_pool import DEFAULT_LIMIT
+from kdsl.runtime.native_pool import SLOTS as POOL_SLOTS
 from kdsl.runtime.threads import SETTINGS, run_serially_after_fork
 
 _PRINT_T = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.POINTER(ctypes.c_int8),
@@ -83,82 +85,93 @@ _FILLS = {0: np.empty, 1: np.zeros, 2: np.ones}
 
 
 class TemporaryPool:
-    """Memory of the large arrays calls made, kept for the next calls' arrays of the same
+    """Memory of the large arrays calls make, kept for the next calls' arrays of the same
     byte size once nothing uses it any more (a temporary at the end of its call, a
     returned array once the caller drops it): a kernel called again and again touches no
     fresh pages (no page faults, no zeroing by the OS). Up to ``limit`` bytes are kept,
-    the oldest given back first; arrays under ``smallest`` bytes are left to malloc."""
+    the oldest given back first; arrays under ``smallest`` bytes are left to NumPy.
+
+    The pool itself is machine code (``native_pool``), so that compiled calls take and
+    give back memory without running Python; this is its Python face. Where that code
+    cannot be built for this NumPy, arrays are NumPy's own and nothing is kept."""
 
     smallest = 1 << 16
-    limit = 1 << 28
 
     def __init__(self) -> None:
-        self.free: dict[int, list[np.ndarray]] = {}  # bytes -> flat uint8 buffers
-        self.order: list[np.ndarray] = []  # oldest first
-        self.bytes = 0
-        # reentrant: an owner collected by the garbage collector while the lock is held
-        # (an allocation inside can start a collection) gives its buffer back here
-        self.lock = threading.RLock()
+        self._limit = DEFAULT_LIMIT
+        self._functions: list[Any] = []
 
-    def take(self, nbytes: int) -> np.ndarray | None:
-        if nbytes < self.smallest:
-            return None
-        with self.lock:
-            buffers = self.free.get(nbytes)
-            if not buffers:
+    def _native(self) -> list[Any] | None:
+        if not self._functions:
+            from kdsl.runtime.native_allocation import native_helper
+
+            code = native_helper()
+            if code is None:
                 return None
-            buffer = buffers.pop()
-            _remove(self.order, buffer)
-            self.bytes -= nbytes
-            return buffer
+            py_call = ctypes.PYFUNCTYPE  # the GIL stays held: it guards the pool
+            self._functions[:] = [
+                py_call(ctypes.py_object, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p,
+                        ctypes.c_int32)(code["kdsl_pool_array"]),
+                py_call(None)(code["kdsl_pool_clear"]),
+                py_call(None, ctypes.c_int64)(code["kdsl_pool_set_limit"]),
+                py_call(None, ctypes.c_void_p)(code["kdsl_pool_state"]),
+            ]
+        return self._functions
 
-    def give(self, buffer: np.ndarray) -> None:
-        """Keeps ``buffer`` (a flat uint8 array of the pool's), which nothing uses now."""
-        if buffer.nbytes < self.smallest or buffer.nbytes > self.limit:
-            return
-        with self.lock:
-            self.free.setdefault(buffer.nbytes, []).append(buffer)
-            self.order.append(buffer)
-            self.bytes += buffer.nbytes
-            while self.bytes > self.limit:
-                oldest = self.order.pop(0)
-                _remove(self.free[oldest.nbytes], oldest)
-                self.bytes -= oldest.nbytes
+    @property
+    def limit(self) -> int:
+        """The most bytes the pool keeps."""
+        return self._limit
+
+    @limit.setter
+    def limit(self, nbytes: int) -> None:
+        self._limit = int(nbytes)
+        native = self._native()
+        if native is not None:
+            native[2](self._limit)
+
+    def _state(self) -> list[int]:
+        state = (ctypes.c_int64 * (1 + 3 * POOL_SLOTS))()
+        native = self._native()
+        if native is not None:
+            native[3](ctypes.addressof(state))
+        return list(state)
+
+    @property
+    def bytes(self) -> int:
+        """The bytes kept now."""
+        return self._state()[0]
+
+    def entries(self) -> list[tuple[int, int]]:
+        """The buffers kept now, oldest first: (address, bytes)."""
+        state = self._state()
+        slots = [state[1 + 3 * k: 4 + 3 * k] for k in range(POOL_SLOTS)]
+        return [(address, size) for size, address, _ in sorted(slots, key=lambda s: s[2])
+                if address]
 
     def clear(self) -> None:
-        with self.lock:
-            self.free.clear()
-            self.order.clear()
-            self.bytes = 0
+        """Gives every buffer kept back to the system."""
+        native = self._native()
+        if native is not None:
+            native[1]()
 
+    def array(self, dims: tuple[int, ...], type_code: int, zeroed: bool) -> np.ndarray | None:
+        """A new C-contiguous array of pool memory (zeroed or not), or None where the pool
+        cannot make it (its size out of the pool's range, or no memory)."""
+        from kdsl.types import SCALAR_TYPES
 
-def _remove(buffers: list[np.ndarray], buffer: np.ndarray) -> None:
-    """Removes ``buffer`` itself (``list.remove`` would compare arrays elementwise)."""
-    for k, candidate in enumerate(buffers):
-        if candidate is buffer:
-            del buffers[k]
-            return
+        nbytes = np.dtype(SCALAR_TYPES[type_code].numpy_dtype).itemsize
+        for d in dims:
+            nbytes *= d
+        native = self._native()
+        if nbytes < self.smallest or nbytes > self._limit or native is None:
+            return None
+        shape = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        made = native[0](type_code, len(dims), ctypes.addressof(shape), int(zeroed))
+        return made
 
 
 TEMPORARIES = TemporaryPool()
-
-
-class PooledMemory:
-    """The owner of a pooled buffer while arrays use it (their ``base``): when the last
-    of them goes, the buffer goes back to the pool."""
-
-    __slots__ = ("buffer", "__array_interface__")
-
-    def __init__(self, buffer: np.ndarray, dims: tuple[int, ...], dtype: np.dtype) -> None:
-        self.buffer = buffer
-        self.__array_interface__ = {"data": (buffer.ctypes.data, False), "shape": dims,
-                                    "typestr": dtype.str, "version": 3}
-
-    def __del__(self) -> None:
-        try:
-            TEMPORARIES.give(self.buffer)
-        except Exception:  # noqa: BLE001 - at interpreter exit the pool may be gone
-            pass
 
 
 def recycle(made: dict[int, Any]) -> None:
@@ -168,23 +181,18 @@ def recycle(made: dict[int, Any]) -> None:
     made.clear()
 
 
-def _new_array(dims: tuple[int, ...], dtype: Any, fill: int, value: float) -> np.ndarray:
-    """A new array; one of the pool's size takes pooled memory where the pool has some of
-    this size, and gives it back once nothing uses it."""
-    dtype = np.dtype(dtype)
-    count = 1
-    for d in dims:
-        count *= d
-    nbytes = count * dtype.itemsize
-    if nbytes < TEMPORARIES.smallest or nbytes > TEMPORARIES.limit:
+def _new_array(dims: tuple[int, ...], type_code: int, fill: int, value: float) -> np.ndarray:
+    """A new array; one of the pool's sizes takes pooled memory, given back once nothing
+    uses it."""
+    from kdsl.types import SCALAR_TYPES
+
+    array = TEMPORARIES.array(dims, type_code, zeroed=fill == 1)
+    if array is None:
+        dtype = SCALAR_TYPES[type_code].numpy_dtype
         if fill == 3:
             return np.full(dims, value, dtype=dtype)
         return _FILLS[fill](dims, dtype=dtype)
-    buffer = TEMPORARIES.take(nbytes)
-    if buffer is None:
-        buffer = np.empty(nbytes, np.uint8)
-    array = np.asarray(PooledMemory(buffer, dims, dtype))
-    if fill:
+    if fill >= 2:
         array.fill(value if fill == 3 else fill - 1)
     return array
 
@@ -199,10 +207,9 @@ def allocate_object(type_code: int, ndim: int, shape_address: int, fill: int,
         dims = tuple((ctypes.c_int64 * ndim).from_address(shape_address))
         if any(d < 0 for d in dims):
             return None
-        dtype = SCALAR_TYPES[type_code].numpy_dtype
-        array = _new_array(dims, dtype, fill, value)
+        array = _new_array(dims, type_code, fill, value)
         if array.size == 0:
-            array = np.empty(dims, dtype=dtype)
+            array = np.empty(dims, dtype=SCALAR_TYPES[type_code].numpy_dtype)
     except (MemoryError, ValueError, OverflowError):
         return None
     return array
