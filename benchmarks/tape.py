@@ -117,6 +117,51 @@ def soft_body(side: int, steps: int) -> None:
           f"{(record_s + backward_s) / forward_s:.2f}  (target <= 3)")
 
 
+def soft_body_cpu_time(side: int, steps: int) -> None:
+    """The soft-body row's three times in CPU time of the process on one thread (best
+    of interleaved runs), so that other processes' load does not count."""
+    import kdsl as kd
+
+    throw = load_gallery("soft_body_throw")
+    scene = throw.Scene(side, "cpu")
+    dt = throw.FLIGHT_SECONDS / steps
+    recorded: list[Any] = []
+
+    def forward() -> None:
+        scene.run(steps, dt)
+
+    def record() -> None:
+        if recorded:
+            recorded[0].reset()
+            recorded.clear()
+        with kd.Tape() as tape:
+            loss, _ = scene.run(steps, dt)
+        recorded[:] = [tape, loss]
+
+    def backward() -> None:
+        tape, loss = recorded
+        tape.backward(loss)
+        tape.zero()
+
+    threads = kd.get_num_threads()
+    kd.set_num_threads(1)
+    try:
+        record()
+        backward()
+        best = [float("inf")] * 3
+        for _ in range(10):
+            for k, fn in enumerate((forward, record, backward)):
+                started = time.process_time()
+                fn()
+                best[k] = min(best[k], time.process_time() - started)
+    finally:
+        kd.set_num_threads(threads)
+    forward_s, record_s, backward_s = best
+    print(f"  one thread, CPU time: forward {forward_s * 1e3:.2f} ms, recorded "
+          f"{record_s * 1e3:.2f} ms, backward {backward_s * 1e3:.2f} ms; (recorded + "
+          f"backward) / forward = {(record_s + backward_s) / forward_s:.2f}")
+
+
 def per_call(steps: int = 300) -> None:
     """The Python cost of a call: the soft-body step on a 3 x 3 body (kernels of well under
     a microsecond), per step, called with kdsl arrays and with NumPy arrays, recorded, and
@@ -189,6 +234,7 @@ def main() -> None:
         args.n, args.side, args.steps = 512, 12, 100
     nbody(args.n)
     soft_body(args.side, args.steps)
+    soft_body_cpu_time(args.side, args.steps)
     per_call()
 
 

@@ -50,7 +50,7 @@ class Repeat:
     """What recording a call like ``call`` (the second of two alike in a row) decided,
     for the calls alike that follow it."""
 
-    __slots__ = ("kernel", "plan", "fast", "args", "plain", "arrays", "device_arrays",
+    __slots__ = ("kernel", "plan", "fast", "args", "plain", "arrays", "scalars", "device_arrays",
                  "watched", "copies", "copied_bytes", "argnums", "written", "keep",
                  "reverse")
 
@@ -62,6 +62,7 @@ class Repeat:
         self.fast: FastCall = plan.fast
         self.args, self.plain = call.args, call.plain
         self.arrays = plan.arrays
+        self.scalars = tuple(k for k in range(len(call.args)) if k not in plan.arrays)
         self.device_arrays = tuple(k for k in plan.arrays if type(call.args[k]) is DeviceArray)
         # floating-point kdsl arrays not differentiated: one given requires_grad=True
         # since is no longer a constant
@@ -92,14 +93,14 @@ class Repeat:
         for k in self.arrays:
             if args[k] is not given[k]:
                 return SLOW
-        plain = list(args)
         same = self.plain
         for k in self.device_arrays:
-            data = plain[k] = args[k]._data
-            if data is not same[k]:
+            if args[k]._data is not same[k]:
                 return SLOW
-        for k, a in enumerate(args):
-            if k not in self.arrays and type(a) not in _PLAIN_SCALARS:
+        plain = list(same)
+        for k in self.scalars:
+            a = plain[k] = args[k]
+            if type(a) not in _PLAIN_SCALARS:
                 return SLOW
         for k in self.watched:
             if args[k].requires_grad:
@@ -128,18 +129,24 @@ class _RepeatedReverse:
     """The way back of the calls a ``Repeat`` recorded: their vector-Jacobian product,
     and where its arguments come from."""
 
-    __slots__ = ("plan", "arrays", "adjoints")
+    __slots__ = ("plan", "arrays", "adjoints", "walk")
 
     def __init__(self, plan: ReversePlan, call: Call) -> None:
         self.plan = plan
         self.arrays = tuple((k, id(call.args[k])) for k in call.plan.arrays)
         self.adjoints = tuple((k, id(call.args[k])) for k in plan.adjoint_positions)
+        # the walk in which the product was found current: its compiled call path
+        # is taken without checking its dependencies again (no user code runs on the
+        # way back)
+        self.walk: object = None
 
 
-def reverse_repeated(call: Call, versions: dict[int, Any], adjoints: dict[int, Any]) -> int:
+def reverse_repeated(call: Call, versions: dict[int, Any], adjoints: dict[int, Any],
+                     walk: object) -> int:
     """Runs the vector-Jacobian product of a call a ``Repeat`` recorded (see
     TapeReverse._reverse, of which this is the case of no scalar differentiated, no
-    returned array and no seed); returns the bytes its reverse sweep kept."""
+    returned array and no seed) in the way back ``walk``; returns the bytes its reverse
+    sweep kept."""
     repeat = call.repeat
     assert repeat is not None
     reverse = repeat.reverse
@@ -162,5 +169,18 @@ def reverse_repeated(call: Call, versions: dict[int, Any], adjoints: dict[int, A
             adjoint = adjoints[key] = zeros_like(args[k])
         args.append(adjoint)
     args.append(0.0)
-    *_, saved = reverse.plan.product(tuple(args))
+    product = reverse.plan.product
+    fast, unpack = product.fast, product.unpack
+    if reverse.walk is walk and fast is not None and unpack is not None:
+        raw = fast.function(*args)
+        if type(raw) is bytes:
+            values = unpack.unpack(raw)
+            if values[0]:
+                fast.finish(raw, tuple(args))  # raises the kernel's error
+            return int(values[-1])
+    *_, saved = product(tuple(args))  # checked: SLOW above ran nothing
+    fast = product.fast
+    if fast is not None and product.unpack is not None and (
+            product.own_code_only or fast.deps.unchanged()):
+        reverse.walk = walk
     return int(saved)

@@ -115,13 +115,17 @@ class TapeReverse:
     def _walk(self, calls: range, versions: dict[int, Any], adjoints: dict[int, Any],
               scalar_adjoints: dict[int, float]) -> None:
         """The products of ``calls``, last to first (their snapshots at hand)."""
+        walk = object()
         for index in reversed(calls):
             call = self._calls[index]
             if call.repeat is not None:  # no seed, no gradient taken, nothing returned
-                if call.argnums and any(key in adjoints for key in call.written):
-                    saved = reverse_repeated(call, versions, adjoints)
-                    if saved > self.saved_bytes:
-                        self.saved_bytes = saved
+                if call.argnums:
+                    for key in call.written:
+                        if key in adjoints:
+                            saved = reverse_repeated(call, versions, adjoints, walk)
+                            if saved > self.saved_bytes:
+                                self.saved_bytes = saved
+                            break
                 if call.snapshots:
                     versions.update(call.snapshots)
                 continue

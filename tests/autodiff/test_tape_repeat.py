@@ -200,3 +200,20 @@ def test_a_failing_call_is_not_recorded() -> None:
         with pytest.raises(AssertionError, match="too large"):
             bounded_step(x, 10.0)
     assert len(tape._calls) == 5
+
+
+def test_a_global_changed_between_tapes_gives_each_tape_its_gradient() -> None:
+    global SCALE
+
+    def program(x: Any) -> Any:
+        v = np.full(x.shape, 0.3)
+        for _ in range(6):
+            scaled_step(x, v, 0.1)
+        return total_square(x)
+
+    try:
+        for scale in (1.0, 2.5):
+            SCALE = scale
+            check_tape(program, RNG.random(6))
+    finally:
+        SCALE = 1.0
