@@ -38,15 +38,25 @@ def compile_report(kernel_name: str) -> Iterator[None]:
     if not enabled() or getattr(_local, "stages", None) is not None:
         yield
         return
-    _local.stages = {}
+    _local.stages, _local.notes = {}, []
     start = time.perf_counter()
     try:
         yield
     finally:
         stages, _local.stages = _local.stages, None
+        notes, _local.notes = _local.notes, None
         total = time.perf_counter() - start
         parts = [f"{name} {seconds * 1e3:.1f} ms" for name, seconds in stages.items()]
         other = total - sum(stages.values())
         parts.append(f"other (imports, setup) {max(other, 0.0) * 1e3:.1f} ms")
-        print(f"kdsl timings: {kernel_name}: {', '.join(parts)}; total {total * 1e3:.1f} ms",
-              file=sys.stderr)
+        remarks = "".join(f"; {n}" for n in notes)
+        print(f"kdsl timings: {kernel_name}: {', '.join(parts)}{remarks}; total "
+              f"{total * 1e3:.1f} ms", file=sys.stderr)
+
+
+def note(text: str) -> None:
+    """Adds a remark to the report being made on this thread (if any), printed after its
+    stages: what other threads did for it meanwhile (their time is no stage of its own)."""
+    notes: list[str] | None = getattr(_local, "notes", None)
+    if notes is not None:
+        notes.append(text)

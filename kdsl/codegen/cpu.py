@@ -12,13 +12,14 @@ import os
 import platform
 import struct
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from kdsl.digests import sha256
-from kdsl.timings import stage
+from kdsl.timings import note, stage
 
 _lock = threading.Lock()
 _llvm_lock = threading.Lock()
@@ -121,6 +122,7 @@ def _warm_up() -> None:
     compile's thread makes meanwhile could wait for it)."""
     b = llvm()
     machine = target_machine()
+    give_back_machine(new_target_machine())  # for the part a split compile hands a thread
     context = b.create_context()
     try:
         module = b.parse_assembly("define void @kdsl.warm_up() {\n  ret void\n}\n", context=context)
@@ -161,6 +163,21 @@ def new_target_machine() -> Any:
         cpu=b.get_host_cpu_name(), features=b.get_host_cpu_features().flatten(),
         opt=3, reloc="pic", codemodel="default",
     )
+
+
+def take_machine() -> Any:
+    """A target machine for one thread's compile: a spare one (made while LLVM loaded, off
+    the compile's path) or a new one. ``give_back_machine`` keeps it for the next."""
+    with _lock:
+        spares = _state.get("spare_machines")
+        if spares:
+            return spares.pop()
+    return new_target_machine()
+
+
+def give_back_machine(machine: Any) -> None:
+    with _lock:
+        _state.setdefault("spare_machines", []).append(machine)
 
 
 def target_machine() -> Any:
@@ -213,50 +230,71 @@ def emit_object(module: Any, machine: Any = None) -> bytes:
     return bytes((machine or target_machine()).emit_object(module))
 
 
-def compile_to_object(llvm_ir: str, machine: Any = None) -> bytes:
+def compile_to_object(llvm_ir: str, machine: Any = None,
+                      cpu_seconds: list[float] | None = None) -> bytes:
     """Optimised object code for LLVM IR, compiled in an LLVM context of its own that is
     freed afterwards (the global context keeps every type and constant it ever saw).
-    Another thread passes a target machine of its own (one is not shared by threads)."""
+    Another thread passes a target machine of its own (one is not shared by threads);
+    ``cpu_seconds`` receives this thread's processor time optimising and emitting."""
     b = llvm()
     context = b.create_context()
     try:
+        start = time.thread_time()
         with stage("llvm optimize"):
             module = optimize(llvm_ir, context, machine)
+        optimized = time.thread_time()
         try:
             with stage("llvm emit"):
                 return emit_object(module, machine)
         finally:
             module.close()
+            if cpu_seconds is not None:
+                cpu_seconds += [optimized - start, time.thread_time() - optimized]
     finally:
         context.close()
 
 
-def compile_parts(texts: list[str]) -> list[bytes]:
+def compile_parts(texts: Sequence[str]) -> list[bytes]:
     """Object code for each part of a split module: the first on this thread, the others
-    each on a thread of its own (LLVM runs without the interpreter's lock)."""
+    each on a thread of its own (LLVM runs without the interpreter's lock). Each thread
+    starts as soon as its part's text is read from ``texts`` (which may render it then),
+    before the first part's."""
     objects: list[bytes] = [b""] * len(texts)
     failures: list[BaseException] = []
+    cpu_seconds: list[list[float]] = [[] for _ in texts]
 
-    def compile_part(k: int) -> None:
+    def compile_part(k: int, text: str) -> None:
         try:
+            machine = take_machine()
             with private_llvm_calls():
-                objects[k] = compile_to_object(texts[k], new_target_machine())
+                objects[k] = compile_to_object(text, machine, cpu_seconds[k])
+            give_back_machine(machine)
         except BaseException as error:  # noqa: BLE001 - raised again on the caller's thread
             failures.append(error)
 
-    threads = [threading.Thread(target=compile_part, args=(k,), name=f"kdsl-llvm-{k}")
-               for k in range(1, len(texts))]
-    for thread in threads:
-        thread.start()
+    threads = []
     try:
-        with private_llvm_calls():  # not the shared target machine: another thread may use it
-            objects[0] = compile_to_object(texts[0], new_target_machine())
+        for k in range(1, len(texts)):
+            with stage("llvm ir text"):
+                text = texts[k]
+            thread = threading.Thread(target=compile_part, args=(k, text),
+                                      name=f"kdsl-llvm-{k}")
+            thread.start()
+            threads.append(thread)
+        with stage("llvm ir text"):
+            text = texts[0]
+        # not the shared target machine: another thread may use it
+        compile_part(0, text)
     finally:
         with stage("llvm other threads"):  # what this thread waits for them
             for thread in threads:
                 thread.join()
     if failures:
         raise failures[0]
+    for k, seconds in enumerate(cpu_seconds):
+        if seconds:
+            note(f"llvm part {k} CPU {sum(seconds) * 1e3:.1f} ms (optimize {seconds[0] * 1e3:.1f}"
+                 f", emit {seconds[1] * 1e3:.1f})")
     return objects
 
 

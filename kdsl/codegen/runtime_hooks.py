@@ -59,8 +59,12 @@ class RuntimeHooks:
         return builder.load(self.globals[name])
 
     def emit_init(self, name: str) -> None:
-        """``void name(i8** hooks)``: stores each hook pointer, in HOOK_ORDER."""
+        """``void name(i8** hooks)``: stores each hook pointer, in HOOK_ORDER. It runs
+        once per load: LLVM neither optimises it nor spends its full instruction
+        selection on it (``optnone``)."""
         fn = ir.Function(self.module, ir.FunctionType(void, [i8_ptr.as_pointer()]), name)
+        fn.attributes.add("noinline")
+        fn.attributes.add("optnone")
         b = ir.IRBuilder(fn.append_basic_block("entry"))
         for k, hook in enumerate(HOOK_ORDER):
             pointer = b.load(b.gep(fn.args[0], [ir.Constant(i32, k)]))

@@ -12,6 +12,8 @@ function of its own that fills in its copy of the hooks, which part 0's init cal
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import overload
 
 from llvmlite import ir
 
@@ -63,8 +65,50 @@ def plan_parts(module: ir.Module, parts: int) -> list[list[ir.Function]] | None:
     return plan
 
 
+class PartTexts(Sequence[str]):
+    """The LLVM IR text of each part, rendered when first read (the parts' threads start
+    one by one as their texts are ready: the cost of rendering the others is off their
+    path). Renders from the module as it is then: nothing may change it meanwhile."""
+
+    def __init__(self, module: ir.Module, owner: dict[int, int], size: int) -> None:
+        self.module = module
+        self.owner = owner  # id of a function -> the part that defines it; others: every part
+        self.size = size
+        self.texts: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, k: int) -> str: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[str]: ...
+
+    def __getitem__(self, k: int | slice) -> str | list[str]:
+        if isinstance(k, slice):
+            return [self[j] for j in range(self.size)[k]]
+        if not -self.size <= k < self.size:
+            raise IndexError(k)
+        k %= self.size
+        if k not in self.texts:
+            self.texts[k] = self._render(k)
+        return self.texts[k]
+
+    def _render(self, k: int) -> str:
+        elsewhere = [f for f in self.module.functions if self.owner.get(id(f), k) != k]
+        saved = [(f, f.blocks) for f in elsewhere]
+        for f in elsewhere:
+            f.blocks = []  # declared, not defined
+        try:
+            return str(self.module)
+        finally:
+            for f, blocks in saved:
+                f.blocks = blocks
+
+
 def render_parts(module: ir.Module, entry: str, init: str,
-                 plan: list[list[ir.Function]]) -> list[str]:
+                 plan: list[list[ir.Function]]) -> PartTexts:
     """The LLVM IR text of each part of ``plan`` (see plan_parts)."""
     hooks = RuntimeHooks(module, {name: module.get_global(f"kdsl.hook.{name}")
                                   for name in HOOK_ORDER})
@@ -84,15 +128,4 @@ def render_parts(module: ir.Module, entry: str, init: str,
     owned = {id(f): 0 for f in (module.get_global(entry), main_init)}
     owned.update({id(f): k for k, part in enumerate(plan) for f in part})
     owned.update({id(f): k + 1 for k, f in enumerate(part_inits)})
-    texts = []
-    for k in range(len(plan)):
-        elsewhere = [f for f in module.functions if owned.get(id(f), k) != k]
-        saved = [(f, f.blocks) for f in elsewhere]
-        for f in elsewhere:
-            f.blocks = []  # declared, not defined
-        try:
-            texts.append(str(module))
-        finally:
-            for f, blocks in saved:
-                f.blocks = blocks
-    return texts
+    return PartTexts(module, owned, len(plan))
