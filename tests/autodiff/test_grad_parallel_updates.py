@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kdsl as kd
-from kdsl.codegen import parallel
+from kdsl.codegen import parallel_copies
 
 SOFTENING = 0.05
 
@@ -51,7 +51,7 @@ def test_adjoint_updates_match_numpy(threads, limit, monkeypatch, tmp_path) -> N
     """``limit=8`` makes both adjoint arrays too large to copy for a team: the loop runs
     on one thread, which copies them."""
     if limit is not None:
-        monkeypatch.setattr(parallel, "PRIVATE_COPY_LIMIT", limit)
+        monkeypatch.setattr(parallel_copies, "PRIVATE_COPY_LIMIT", limit)
         monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path))
     kd.set_num_threads(threads)
     rng = np.random.default_rng(11)
