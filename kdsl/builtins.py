@@ -81,6 +81,8 @@ class _SmallValue(np.ndarray):
                                   for o in outs)
         if method == "__call__" and len(args) == 2:
             args = keep_float(args)
+            if ufunc is np.matmul and outs is None and not kwargs:
+                return _wrap_by_rank(_matmul_in_order(*args))
         result = getattr(ufunc, method)(*args, **kwargs)
         if outs is not None:  # in place (v += w): the same object
             return outs[0] if len(outs) == 1 else outs
@@ -124,6 +126,11 @@ class Vector(_SmallValue):
 class Matrix(_SmallValue):
     """A small matrix in plain-Python mode: a 2-D NumPy array (``m.T``, ``m.trace()``,
     ``m.transpose()``, ``m.determinant()``, ``m.inverse()``)."""
+
+    def __getitem__(self, key: Any) -> Any:
+        """``m[i]`` is a row, a vector (as compiled)."""
+        result = super().__getitem__(key)
+        return _wrap_by_rank(result) if isinstance(result, np.ndarray) else result
 
     def __iter__(self) -> Any:
         """Its rows, as vectors (``top, bottom = m``), as compiled code unpacks them."""
@@ -304,8 +311,45 @@ def where(cond: Any, a: Any, b: Any) -> Any:
     return a if cond else b
 
 
+def _is_small(a: np.ndarray) -> bool:
+    """A vector or matrix value (1 or 2 axes of at most 4), not a whole array."""
+    return 1 <= a.ndim <= 2 and max(a.shape) <= 4
+
+
+def _sum_in_order(products: np.ndarray, axis: int) -> Any:
+    """The sum along ``axis``, added first to last in the products' type, as compiled code
+    adds them (NumPy's ``dot`` and ``matmul`` may call a BLAS that adds in another order
+    or with fused multiply-adds, giving other last bits)."""
+    moved = np.moveaxis(products, axis, 0)
+    total = moved[0]
+    for term in moved[1:]:
+        total = total + term
+    return total
+
+
+def _matmul_in_order(a: Any, b: Any) -> Any:
+    """``a @ b`` of small vectors and matrices (NumPy's shapes: a 1-D operand is a row or
+    a column), each sum of products added in order."""
+    a, b = np.asarray(a), np.asarray(b)
+    if not (_is_small(a) and _is_small(b)):
+        return np.matmul(a, b)
+    if a.shape[-1] != b.shape[0]:
+        return np.matmul(a, b)  # NumPy's ValueError
+    left = a if a.ndim == 2 else a[np.newaxis, :]
+    right = b if b.ndim == 2 else b[:, np.newaxis]
+    result = _sum_in_order(left[:, :, np.newaxis] * right[np.newaxis, :, :], axis=1)
+    if b.ndim == 1:
+        result = result[:, 0]
+    if a.ndim == 1:
+        result = result[0]
+    return result
+
+
 def dot(a: Any, b: Any) -> Any:
-    return np.dot(*keep_float([np.asarray(a), np.asarray(b)]))
+    a, b = keep_float([np.asarray(a), np.asarray(b)])
+    if a.ndim != 1 or a.shape != b.shape or not _is_small(a):
+        return np.dot(a, b)  # whole arrays: any order of the sum, as compiled
+    return _sum_in_order(a * b, axis=0)[()]
 
 
 def cross(a: Any, b: Any) -> Any:
@@ -313,11 +357,11 @@ def cross(a: Any, b: Any) -> Any:
 
 
 def length(v: Any) -> Any:
-    return np.sqrt(np.dot(v, v))
+    return np.sqrt(dot(v, v))
 
 
 def normalize(v: Any) -> Any:
-    return v / np.sqrt(np.dot(v, v))
+    return v / np.sqrt(dot(v, v))
 
 
 def outer(a: Any, b: Any) -> Any:
