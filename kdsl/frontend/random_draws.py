@@ -159,10 +159,10 @@ def _randint(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
             lo.error(f"kd.randint() takes integers, got {v.type}", a)
     low, high = lo.builder.cast(low, T.i64), lo.builder.cast(high, T.i64)
     w = _words(lo, node)
-    span = lo.op("sub", high, low)
-    one = lo.constant(1, T.i64)
-    span = lo.op("select", lo.op("gt", span, lo.constant(0, T.i64)), span, one)
+    # the span in u64: high - low reaches 2**64 - 1, past the i64 range
+    span = lo.op("sub", lo.builder.cast(high, T.u64), lo.builder.cast(low, T.u64))
+    span = lo.op("select", lo.op("gt", high, low), span, lo.constant(1, T.u64))
     bits = lo.op("bit_or", lo.op("shl", lo.builder.cast(w[0], T.u64), lo.constant(32, T.u64)),
                  lo.builder.cast(w[1], T.u64))
-    offset = lo.op("mod", bits, lo.builder.cast(span, T.u64))
+    offset = lo.op("mod", bits, span)
     return lo.mark_weak(lo.op("add", low, lo.builder.cast(offset, T.i64)))
