@@ -123,6 +123,7 @@ def _warm_up() -> None:
     b = llvm()
     machine = target_machine()
     give_back_machine(new_target_machine())  # for the part a split compile hands a thread
+    give_back_machine(new_target_machine(LIGHT_CODEGEN), LIGHT_CODEGEN)
     context = b.create_context()
     try:
         module = b.parse_assembly("define void @kdsl.warm_up() {\n  ret void\n}\n", context=context)
@@ -155,29 +156,39 @@ def _map_llvm_library() -> None:
            os.RTLD_NOW | os.RTLD_LOCAL)
 
 
-def new_target_machine() -> Any:
-    """A target machine for this host (AVX2, AVX-512 where present), position independent."""
+# the code generator's optimisation level for code that runs once per call and has no
+# loop (a split module's entry point and argument checks): fast instruction selection
+# and register allocation, a third of the time of level 3's
+LIGHT_CODEGEN = 0
+# the optimisation pipeline's level for it: none (LLVM's O0 runs the always-inliner only;
+# its code runs no faster at O1 or O3, measured, and costs as much again to optimise)
+LIGHT_PIPELINE = 0
+
+
+def new_target_machine(opt: int = 3) -> Any:
+    """A target machine for this host (AVX2, AVX-512 where present), position independent;
+    ``opt`` is the code generator's optimisation level."""
     b = llvm()
     target = b.Target.from_default_triple()
     return target.create_target_machine(
         cpu=b.get_host_cpu_name(), features=b.get_host_cpu_features().flatten(),
-        opt=3, reloc="pic", codemodel="default",
+        opt=opt, reloc="pic", codemodel="default",
     )
 
 
-def take_machine() -> Any:
+def take_machine(opt: int = 3) -> Any:
     """A target machine for one thread's compile: a spare one (made while LLVM loaded, off
     the compile's path) or a new one. ``give_back_machine`` keeps it for the next."""
     with _lock:
-        spares = _state.get("spare_machines")
+        spares = _state.get(f"spare_machines_{opt}")
         if spares:
             return spares.pop()
-    return new_target_machine()
+    return new_target_machine(opt)
 
 
-def give_back_machine(machine: Any) -> None:
+def give_back_machine(machine: Any, opt: int = 3) -> None:
     with _lock:
-        _state.setdefault("spare_machines", []).append(machine)
+        _state.setdefault(f"spare_machines_{opt}", []).append(machine)
 
 
 def target_machine() -> Any:
@@ -204,18 +215,19 @@ def target_description() -> str:
     return f"{platform.system()}|{platform.machine()}|{cpu}"
 
 
-def optimize(llvm_ir: str, context: Any = None, machine: Any = None) -> Any:
+def optimize(llvm_ir: str, context: Any = None, machine: Any = None, level: int = 3) -> Any:
     """Parses, verifies and optimises LLVM IR at O3 with loop and SLP vectorisation (for
-    ``machine``, by default the shared target machine)."""
+    ``machine``, by default the shared target machine), or at a lower ``level`` without
+    vectorisation."""
     b = llvm()
     module = b.parse_assembly(llvm_ir, context=context)
     module.verify()
     tm = machine or target_machine()
     module.triple = tm.triple
     module.data_layout = str(tm.target_data)
-    pto = b.create_pipeline_tuning_options(speed_level=3)
-    pto.loop_vectorization = True
-    pto.slp_vectorization = True
+    pto = b.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = level >= 2
+    pto.slp_vectorization = level >= 2
     pto.loop_unrolling = True
     pass_builder = b.create_pass_builder(tm, pto)
     pass_builder.getModulePassManager().run(module, pass_builder)
@@ -231,17 +243,18 @@ def emit_object(module: Any, machine: Any = None) -> bytes:
 
 
 def compile_to_object(llvm_ir: str, machine: Any = None,
-                      cpu_seconds: list[float] | None = None) -> bytes:
+                      cpu_seconds: list[float] | None = None, level: int = 3) -> bytes:
     """Optimised object code for LLVM IR, compiled in an LLVM context of its own that is
     freed afterwards (the global context keeps every type and constant it ever saw).
     Another thread passes a target machine of its own (one is not shared by threads);
-    ``cpu_seconds`` receives this thread's processor time optimising and emitting."""
+    ``cpu_seconds`` receives this thread's processor time optimising and emitting;
+    ``level`` is the optimisation pipeline's (see ``optimize``)."""
     b = llvm()
     context = b.create_context()
     try:
         start = time.thread_time()
         with stage("llvm optimize"):
-            module = optimize(llvm_ir, context, machine)
+            module = optimize(llvm_ir, context, machine, level)
         optimized = time.thread_time()
         try:
             with stage("llvm emit"):
@@ -254,21 +267,25 @@ def compile_to_object(llvm_ir: str, machine: Any = None,
         context.close()
 
 
-def compile_parts(texts: Sequence[str]) -> list[bytes]:
+def compile_parts(texts: Sequence[str], light: frozenset[int] = frozenset()) -> list[bytes]:
     """Object code for each part of a split module: the first on this thread, the others
     each on a thread of its own (LLVM runs without the interpreter's lock). Each thread
     starts as soon as its part's text is read from ``texts`` (which may render it then),
-    before the first part's."""
+    before the first part's. The parts in ``light`` (by default those ``texts`` names, see
+    ``split_module.PartTexts``) have no loop and no parallel region: they are compiled at
+    the light levels (``LIGHT_PIPELINE``, ``LIGHT_CODEGEN``)."""
     objects: list[bytes] = [b""] * len(texts)
     failures: list[BaseException] = []
     cpu_seconds: list[list[float]] = [[] for _ in texts]
+    light = light or getattr(texts, "light", frozenset())
 
     def compile_part(k: int, text: str) -> None:
         try:
-            machine = take_machine()
+            opt, level = (LIGHT_CODEGEN, LIGHT_PIPELINE) if k in light else (3, 3)
+            machine = take_machine(opt)
             with private_llvm_calls():
-                objects[k] = compile_to_object(text, machine, cpu_seconds[k])
-            give_back_machine(machine)
+                objects[k] = compile_to_object(text, machine, cpu_seconds[k], level)
+            give_back_machine(machine, opt)
         except BaseException as error:  # noqa: BLE001 - raised again on the caller's thread
             failures.append(error)
 

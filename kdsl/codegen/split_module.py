@@ -37,6 +37,44 @@ def instruction_count(fn: ir.Function) -> int:
     return sum(len(block.instructions) for block in fn.blocks)
 
 
+def _successors(block: ir.Block) -> list[ir.Block]:
+    term = block.terminator
+    if term is None:
+        return []
+    targets = [op for op in term.operands if isinstance(op, ir.Block)]
+    targets += [target for _, target in getattr(term, "cases", [])]  # a switch
+    targets += list(getattr(term, "destinations", []))  # an indirect branch
+    default = getattr(term, "default", None)
+    if isinstance(default, ir.Block):
+        targets.append(default)
+    return targets
+
+
+def has_loop(fn: ir.Function) -> bool:
+    """Whether a function's control flow has a cycle (a branch back to a block on the path
+    from the entry to it)."""
+    if not fn.blocks:
+        return False
+    on_path: set[int] = set()
+    done: set[int] = set()
+    stack: list[tuple[ir.Block, list[ir.Block]]] = [(fn.blocks[0], _successors(fn.blocks[0]))]
+    on_path.add(id(fn.blocks[0]))
+    while stack:
+        block, pending = stack[-1]
+        if not pending:
+            stack.pop()
+            on_path.discard(id(block))
+            done.add(id(block))
+            continue
+        target = pending.pop()
+        if id(target) in on_path:
+            return True
+        if id(target) not in done:
+            on_path.add(id(target))
+            stack.append((target, _successors(target)))
+    return False
+
+
 def compile_cost(fn: ir.Function) -> float:
     """An estimate of LLVM's time for a function, in units of straight-line instructions."""
     if REGION_NAME.fullmatch(fn.name):
@@ -70,10 +108,12 @@ class PartTexts(Sequence[str]):
     one by one as their texts are ready: the cost of rendering the others is off their
     path). Renders from the module as it is then: nothing may change it meanwhile."""
 
-    def __init__(self, module: ir.Module, owner: dict[int, int], size: int) -> None:
+    def __init__(self, module: ir.Module, owner: dict[int, int], size: int,
+                 light: frozenset[int] = frozenset()) -> None:
         self.module = module
         self.owner = owner  # id of a function -> the part that defines it; others: every part
         self.size = size
+        self.light = light  # the parts with no loop (see cpu.compile_parts)
         self.texts: dict[int, str] = {}
 
     def __len__(self) -> int:
@@ -128,4 +168,18 @@ def render_parts(module: ir.Module, entry: str, init: str,
     owned = {id(f): 0 for f in (module.get_global(entry), main_init)}
     owned.update({id(f): k for k, part in enumerate(plan) for f in part})
     owned.update({id(f): k + 1 for k, f in enumerate(part_inits)})
-    return PartTexts(module, owned, len(plan))
+    return PartTexts(module, owned, len(plan), light_parts(module, plan, owned))
+
+
+def light_parts(module: ir.Module, plan: list[list[ir.Function]],
+                owned: dict[int, int]) -> frozenset[int]:
+    """The parts that hold no parallel region and whose functions have no loop (besides
+    those LLVM leaves unoptimised): code that runs once per call, the entry's argument
+    checks and its calls of the regions, which LLVM need not optimise fully."""
+    light = set()
+    for k, regions in enumerate(plan):
+        defined = [f for f in module.functions
+                   if f.blocks and owned.get(id(f), k) == k and "optnone" not in f.attributes]
+        if not regions and not any(has_loop(f) for f in defined):
+            light.add(k)
+    return frozenset(light)
