@@ -146,9 +146,13 @@ def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
 @functools.cache
 def radix_sort_func(t: T.ScalarType, values: T.ScalarType | None) -> Any:
     """The func ``radix_sort(keys[, values])`` for keys of type ``t``."""
+    from kdsl.primitives.device_sort_source import device_radix_sort_func
+
     source = "\n".join([key_func_source(t), _count_source(), _scatter_source(values is not None),
                         _sort_source(t, values)])
-    return as_func(define(source, "radix_sort", f"radix sort {t} {values}"))
+    func = as_func(define(source, "radix_sort", f"radix sort {t} {values}"))
+    func.device_version = device_radix_sort_func(t, values)  # outside parallel loops on CUDA
+    return func
 
 
 @functools.cache
