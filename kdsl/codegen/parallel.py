@@ -162,12 +162,10 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
         many_updates = bool(op.attrs.get("many_updates")) and bool(targets)
         if many_updates:  # arrays too large to copy for a team: this thread alone
             nthreads = self.b.select(self._small_enough(targets), nthreads, ir.Constant(i32, 1))
-        copies = self._private_copies(targets, extents, nthreads, many_updates)
+        owned = frozenset(self._first_thread_owns(targets) if many_updates else ())
+        copies = self._private_copies(targets, extents, nthreads, many_updates, owned)
         if many_updates:  # a copy memory could not hold: a MemoryError, not a crash
-            failed: ir.Value = ir.Constant(ir.IntType(1), 0)
-            for buffer, _ in copies:
-                failed = self.b.or_(failed, self.b.icmp_unsigned("==", buffer,
-                                                                  ir.Constant(i8_ptr, None)))
+            failed = self._copies_failed(targets, copies, nthreads, owned)
             with self.b.if_then(failed, likely=False):
                 self._free_copies(copies)
             self._fail_if(failed, ErrorCode.MEMORY, op, "allocation", stop=True)
@@ -191,7 +189,7 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
         for k, f in enumerate(passed):
             self.b.store(f, self.b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, k + 1)]))
         region_args = (body, struct_t, fields, ndim, free, targets, types, kinds)
-        region = self._emit_region(*region_args, many_updates)
+        region = self._emit_region(*region_args, many_updates, owned)
         ctx_ptr = self.b.bitcast(ctx, i8_ptr)
         fn = self.b.function
         serial_bb = fn.append_basic_block("parallel.serial")
@@ -213,7 +211,7 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
         nchunks = self.b.phi(i64)
         nchunks.add_incoming(ir.Constant(i64, 1), serial_bb)
         nchunks.add_incoming(team_chunks, team_bb)
-        self._add_private_copies(targets, copies, nthreads)
+        self._add_private_copies(targets, copies, nthreads, owned)
         results = []
         for t, kind, init, buffer in zip(types, kinds, inits, partials):
             width = len(flat_types(t))
@@ -234,14 +232,15 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
     def _emit_region(self, body: Block, struct_t: ir.LiteralStructType,
                      fields: list[ir.Value], ndim: int, free: list[Value], targets: list[Value],
                      types: list[Any], kinds: tuple[str, ...],
-                     copies_only: bool) -> ir.Function:
+                     copies_only: bool, owned: frozenset[Value] = frozenset()) -> ir.Function:
         """The loop body as ``region(ctx, lower, upper, chunk, tid, single)``: axis 0 from
         ``lower`` to ``upper``, its reduction partials stored as chunk ``chunk``'s; ``tid``
         is the thread's number and ``single`` whether it runs alone.
 
         The scatter targets are updated in the thread's copy where one was made and
         atomically otherwise, chosen at each update; with ``copies_only`` (every target
-        has a copy for every thread), in the copy alone."""
+        has a copy for every thread), in the copy alone, which for the ``owned`` targets
+        is the array itself in the first thread."""
         self.region_count += 1
         name = f"{self.kernel.name}.parallel.{self.region_count}"
         fn = ir.Function(self.module, REGION_T, name)
@@ -275,8 +274,12 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
         for array in targets:
             buffer, total = loaded[position], loaded[position + 1]
             position += 2
-            private = self._private_view(self.values[array], buffer, tid, total,
-                                         T.element_scalar(array.type.dtype))
+            scalar_t = T.element_scalar(array.type.dtype)
+            if array in owned:  # the first thread's copy is the array itself
+                private = self._first_thread_view(self.values[array], buffer, tid, total,
+                                                  scalar_t)
+            else:
+                private = self._private_view(self.values[array], buffer, tid, total, scalar_t)
             if copies_only:
                 self.private_copies[array] = (ir.Constant(ir.IntType(1), 1), private)
                 continue

@@ -84,3 +84,19 @@ def test_repeated_calls_accumulate_nothing_stale(threads) -> None:
     for gx, gy in (first, second):
         np.testing.assert_allclose(gx, ref_x, rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(gy, ref_y, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_strided_arguments_next_to_contiguous_ones(threads) -> None:
+    """The first thread adds into a contiguous adjoint array itself and the others into
+    copies; a strided argument's adjoint is copied for every thread. Both in one loop."""
+    kd.set_num_threads(threads)
+    rng = np.random.default_rng(13)
+    x_every_other = rng.uniform(0.5, 1.5, 74)
+    x = x_every_other[::2]
+    y = rng.random((37, 3))
+    assert not x.flags.c_contiguous
+    gx, gy = kd.grad(_pair_energy(), (0, 1))(x, y)
+    ref_x, ref_y = _reference(x, y)
+    np.testing.assert_allclose(gx, ref_x, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(gy, ref_y, rtol=1e-10, atol=1e-10)
