@@ -63,7 +63,7 @@ def _per_element(fn: Callable[..., float]) -> Callable[..., Any]:
 
     def reference(*args: Any) -> Any:
         arrays = np.broadcast_arrays(*[np.asarray(a) for a in args])
-        dtype = np.result_type(*arrays)
+        dtype = np.result_type(*args)  # NumPy 2: Python numbers are weak (f32 and 0.5: f32)
         if not np.issubdtype(dtype, np.floating):
             dtype = np.dtype(np.float64)
         flat = [a.astype(np.float64).ravel() for a in arrays]
