@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from functools import cache
 from typing import Any, Union
 
 import numpy as np
+
+from kdsl.records import dataclass
 
 
 class ScalarKind(enum.Enum):

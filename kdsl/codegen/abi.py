@@ -4,9 +4,8 @@ cached code needs only this.)"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kdsl.ir.location import SourceLocation
+from kdsl.records import dataclass
 
 # the runtime's entry points, in the order of the table the init function receives
 HOOK_ORDER = ("print", "parallel", "thread_num", "num_threads", "requested_threads", "allocate",

@@ -22,7 +22,6 @@ errors), the partials (or results) buffer, then the flattened values it uses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
@@ -47,6 +46,7 @@ from kdsl.codegen.llvm_types import (
     void,
 )
 from kdsl.ir.core import Function, Operation, Value
+from kdsl.records import dataclass
 
 NVPTX_TRIPLE = "nvptx64-nvidia-cuda"
 NVPTX_DATA_LAYOUT = (

@@ -9,7 +9,7 @@ A parallel loop inside another runs serially.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from llvmlite import ir
@@ -41,6 +41,7 @@ from kdsl.codegen.scalar_ops import WIDE_ELEMENT_BYTES, ScalarEmitter
 from kdsl.codegen.views import ArrayViews
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.ops import COMPARISONS, Trait, lookup
+from kdsl.records import dataclass
 
 
 @dataclass

@@ -21,7 +21,6 @@ helpers, ``gemm_op`` the kernel-side call.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
@@ -30,6 +29,7 @@ from kdsl.codegen.gemm_loops import ceil_div, const, loop, round_up, smax, smin
 from kdsl.codegen.gemm_micro import MicroKernelAndPacking
 from kdsl.codegen.gemm_small import SMALL_B_BYTES, SmallProduct
 from kdsl.codegen.llvm_types import f32, i1, i8_ptr, i32, i64, void
+from kdsl.records import dataclass
 
 GEMM_ARGS = [i64, i64, i64, i8_ptr, i64, i64, i8_ptr, i64, i64, i8_ptr, i64]
 STACK_BUFFER_BYTES = 1 << 16  # packing buffers up to this size live on the stack

@@ -15,7 +15,6 @@ order, and a copy back waits for the launches before it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
@@ -51,6 +50,7 @@ from kdsl.ir.analysis import free_values, users
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.effects import element_access
 from kdsl.ir.structured import ParallelForOp
+from kdsl.records import dataclass
 
 HOST_ONLY_OPS = frozenset({"array_new", "array_free", "array_null", "print", "parallel_for"})
 MAX_GRID_X = 1 << 24

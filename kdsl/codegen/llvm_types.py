@@ -9,12 +9,12 @@ vectoriser sees only scalar code and can vectorise across iterations. Arrays are
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
 
 from kdsl import types as T
+from kdsl.records import dataclass
 
 i1 = ir.IntType(1)
 i8 = ir.IntType(8)

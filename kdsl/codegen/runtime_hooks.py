@@ -7,12 +7,11 @@ loaded into the JIT or as a shared library from the disk cache, in any process.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from llvmlite import ir
 
 from kdsl.codegen.abi import HOOK_ORDER
 from kdsl.codegen.llvm_types import f64, i8, i8_ptr, i32, i64, void
+from kdsl.records import dataclass
 
 REGION_T = ir.FunctionType(void, [i8_ptr])
 HOOK_TYPES: dict[str, ir.FunctionType] = {

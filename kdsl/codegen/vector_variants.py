@@ -24,7 +24,6 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from llvmlite import ir
@@ -38,6 +37,7 @@ from kdsl.codegen import (
 )
 from kdsl.codegen.llvm_types import f32, f64
 from kdsl.codegen.vector_ir import VectorBuilder
+from kdsl.records import dataclass
 
 PREFIX = "kdsl.vm."
 _FALLBACK_SUFFIX = ".lanes"

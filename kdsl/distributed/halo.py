@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import kdsl as kd
 from kdsl.distributed.mpi_runtime import mpi
+from kdsl.records import dataclass
 
 if TYPE_CHECKING:
     from kdsl.distributed.cartesian import Grid

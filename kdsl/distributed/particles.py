@@ -14,10 +14,11 @@ from __future__ import annotations
 import itertools
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from kdsl.records import dataclass
 
 if TYPE_CHECKING:
     from kdsl.distributed.cartesian import Grid

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from kdsl.frontend.analysis import assigned_names
 from kdsl.frontend.source import MISSING, FunctionSource
+from kdsl.records import dataclass
 
 
 @dataclass(frozen=True)

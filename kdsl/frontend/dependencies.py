@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ import numpy as np
 from kdsl.frontend.captures import ArrayCapture, capture_for, free_array_names
 from kdsl.frontend.source import MISSING, read_function
 from kdsl.random_numbers import randint, randn, random
+from kdsl.records import dataclass
 
 Getter = Callable[[], Any]
 

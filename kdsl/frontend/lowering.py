@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NoReturn
 
 import numpy as np
@@ -18,6 +18,7 @@ from kdsl.frontend.values import IterationSpace, Static, TupleValue
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Function, Value
 from kdsl.ir.ops import OpTypeError
+from kdsl.records import dataclass
 
 
 @dataclass

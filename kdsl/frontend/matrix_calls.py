@@ -4,7 +4,6 @@ and method calls such as ``v.norm()`` or ``m.trace()`` (aliases of kd builtins).
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kdsl import builtins as kb
@@ -13,6 +12,7 @@ from kdsl import types as T
 from kdsl.frontend.calls import BUILTINS, _arity, _values, builtin
 from kdsl.frontend.values import VectorMethod
 from kdsl.ir.core import Value
+from kdsl.records import dataclass
 
 if TYPE_CHECKING:
     from kdsl.frontend.function import FunctionLowering

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import itertools
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kdsl import types as T
@@ -18,6 +17,7 @@ from kdsl.frontend.values import Static, TupleValue
 from kdsl.ir.core import Value
 from kdsl.primitives.grid_source import AXES, build_func, query_source
 from kdsl.primitives.neighbor_grid import NeighborGrid
+from kdsl.records import dataclass
 
 if TYPE_CHECKING:
     from kdsl.frontend.function import FunctionLowering

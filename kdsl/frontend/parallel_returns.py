@@ -16,11 +16,11 @@ loop returned, as in Python; otherwise the code after the loop runs.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kdsl import types as T
 from kdsl.ir.core import Value
+from kdsl.records import dataclass
 
 if TYPE_CHECKING:
     from kdsl.frontend.loops import LoopLowering

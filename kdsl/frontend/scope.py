@@ -8,10 +8,10 @@ assumption, until nothing changes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kdsl import types as T
+from kdsl.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -9,12 +9,12 @@ import linecache
 import textwrap
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from kdsl.digests import sha256
 from kdsl.errors import CompileError
 from kdsl.ir.location import SourceLocation
+from kdsl.records import dataclass
 
 _MISSING = object()
 

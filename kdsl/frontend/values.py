@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kdsl.ir.core import Value
+from kdsl.records import dataclass
 
 
 @dataclass(frozen=True)

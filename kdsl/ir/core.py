@@ -8,10 +8,11 @@ Values defined in an enclosing block are visible inside nested regions.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kdsl.ir.location import UNKNOWN_LOCATION, SourceLocation
+from kdsl.records import dataclass
 
 
 class Value:

@@ -6,11 +6,10 @@ its own list of op names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kdsl import types as T
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import Memory, Trait, lookup
+from kdsl.records import dataclass
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import linecache
-from dataclasses import dataclass
+
+from kdsl.records import dataclass
 
 
 @dataclass(frozen=True)

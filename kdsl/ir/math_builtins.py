@@ -15,10 +15,11 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from kdsl.records import dataclass
 
 
 class Result(enum.Enum):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ import numpy as np
 from kdsl import types as T
 from kdsl.ir.math_builtins import MATH_FUNCTIONS, Result
 from kdsl.ir.structured import FOR_BOUNDS
+from kdsl.records import dataclass
 
 
 class Trait(enum.Flag):

@@ -12,9 +12,8 @@ A view wraps an op without copying it: ``ForOp(op).iv`` is the op's loop variabl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from kdsl.ir.core import Block, Operation, Value
+from kdsl.records import dataclass
 
 FOR_BOUNDS = 3  # start, stop, step come before the initial values of a for loop
 

@@ -3,7 +3,6 @@ specialisation is compiled for, and the checks annotations ask for."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,6 +10,7 @@ import numpy as np
 from kdsl import types as T
 from kdsl.builtins import Matrix, Vector
 from kdsl.frontend.scope import VariableType
+from kdsl.records import dataclass
 
 
 def fixed_last_axis(shape: tuple[int, ...], c_contiguous: bool) -> int | None:

@@ -9,7 +9,6 @@ import struct
 import sys
 import threading
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +17,7 @@ import numpy as np
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS, ErrorCode, Site, init_symbol
 from kdsl.digests import sha256
+from kdsl.records import dataclass
 from kdsl.runtime.arguments import (
     Parameter,
     check_integer_range,

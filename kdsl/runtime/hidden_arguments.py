@@ -3,11 +3,11 @@ closures, and the random stream (key and call number) of a kernel that draws num
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kdsl.frontend.captures import ArrayCapture
 from kdsl.random_numbers import next_call
+from kdsl.records import dataclass
 
 STREAM_NAMES = ("$rng_key0", "$rng_key1", "$rng_call")
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import struct
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS
+from kdsl.records import dataclass
 from kdsl.runtime.arguments import argument_key
 from kdsl.runtime.fast_call import SLOW, FastCall, fast_call_for
 from kdsl.runtime.kernel import Kernel

@@ -6,7 +6,6 @@ the adjoints of the arrays into theirs."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from kdsl import types as T
 from kdsl.ir.autodiff import rules  # noqa: F401  (attaches the rules to the registry)
@@ -26,6 +25,7 @@ from kdsl.ir.autodiff.tape_bytes import count_tape_bytes
 from kdsl.ir.builder import IRBuilder
 from kdsl.ir.core import Block, Function, Module, Value
 from kdsl.ir.passes import inline_funcs
+from kdsl.records import dataclass
 
 
 @dataclass(frozen=True)

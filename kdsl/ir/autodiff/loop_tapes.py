@@ -5,13 +5,14 @@ place), every iteration or only at checkpoints."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from kdsl import types as T
 from kdsl.ir.autodiff.emitter_base import _INDEX, EmitterBase, located_error
 from kdsl.ir.autodiff.memory import copy_elements, snapshot_storage
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.structured import ForOp, WhileOp
+from kdsl.records import dataclass
 
 CHECKPOINT_AFTER = 64
 """Loops of more iterations keep what the reverse sweep needs every ~sqrt(n) iterations."""

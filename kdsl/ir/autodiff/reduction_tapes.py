@@ -3,11 +3,12 @@ iteration won each reduction (the reverse sweep routes the adjoint to it alone).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from kdsl.ir.autodiff.emitter_base import _INDEX, EmitterBase, located_error
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.structured import ParallelForOp
+from kdsl.records import dataclass
 
 
 @dataclass

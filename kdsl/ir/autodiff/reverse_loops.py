@@ -6,7 +6,6 @@ carried values are only summed, reversed in their own order."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kdsl.ir.analysis import free_values
@@ -15,6 +14,7 @@ from kdsl.ir.autodiff.memory import copy_elements, snapshot_storage
 from kdsl.ir.autodiff.reverse_arrays import ArrayAdjoints, LoadKey
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.structured import ForOp
+from kdsl.records import dataclass
 
 
 def carried_loop(builder: Any, bounds: Sequence[Value], inits: Sequence[Value],

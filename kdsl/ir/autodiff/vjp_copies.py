@@ -26,12 +26,12 @@ that each thread adds into its own copy rather than with atomics.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from kdsl import types as T
 from kdsl.ir.autodiff.vjp_registers import sum_own_elements
 from kdsl.ir.core import Block, Operation, Value, replace_all_uses, use_counts
 from kdsl.ir.passes.dead_code import _sweep as drop_dead_ops
+from kdsl.records import dataclass
 
 _ELEMENT_USES = ("array_load", "array_store", "atomic_rmw", "array_dim")
 _WRITES = ("array_store", "atomic_rmw")

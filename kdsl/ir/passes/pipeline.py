@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from kdsl.ir.core import Function, Module
 from kdsl.ir.passes import (
@@ -22,6 +21,7 @@ from kdsl.ir.passes import (
     speculate_loads,
     split_excluded_index,
 )
+from kdsl.records import dataclass
 
 
 @dataclass(frozen=True)

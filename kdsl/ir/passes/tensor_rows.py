@@ -22,7 +22,7 @@ memory in between, and the destination is not a view of any array the expression
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from kdsl import types as T
@@ -32,6 +32,7 @@ from kdsl.ir.math_builtins import MATH_FUNCTIONS
 from kdsl.ir.passes.tensor_fusion import fusable
 from kdsl.ir.passes.tensor_matmul import lower_matmul
 from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
+from kdsl.records import dataclass
 
 if TYPE_CHECKING:
     from kdsl.ir.passes.lower_tensors import TensorLowerer

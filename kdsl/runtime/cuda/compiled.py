@@ -13,13 +13,13 @@ import ctypes
 import functools
 import threading
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kdsl import types as T
 from kdsl.codegen.abi import HOOK_ORDER, STATUS_SLOTS, ErrorCode, init_symbol
+from kdsl.records import dataclass
 from kdsl.runtime.arguments import Parameter
 from kdsl.runtime.options import BuildOptions
 from kdsl.runtime.symbols import Allocations

@@ -10,10 +10,11 @@ from __future__ import annotations
 import ctypes
 import threading
 import weakref
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from kdsl.records import dataclass
 
 KDL_CPU = 1
 KDL_CUDA = 2

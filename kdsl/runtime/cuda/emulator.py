@@ -30,11 +30,12 @@ import mmap
 import re
 import sys
 import threading
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 import numpy as np
 
+from kdsl.records import dataclass
 from kdsl.runtime.cuda.emulated_module import (
     CONTEXT_BYTES,
     MAX_THREADS_PER_BLOCK,
