@@ -3,7 +3,25 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Iterator
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
+
+_Result = TypeVar("_Result")
+_Tree = TypeVar("_Tree", bound=ast.AST)
+# by function tree (a function's parsed source, shared by every lowering and never
+# changed: rewrites work on copies), what each whole-tree scan found
+_SCANS: weakref.WeakKeyDictionary[ast.AST, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def scanned_once(tree: _Tree, name: str, scan: Callable[[_Tree], _Result]) -> _Result:
+    """``scan(tree)``, computed once per tree (callers must not change what it returns)."""
+    found = _SCANS.get(tree)
+    if found is None:
+        found = _SCANS[tree] = {}
+    if name not in found:
+        found[name] = scan(tree)
+    return found[name]
 
 
 def _walk_no_functions(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:

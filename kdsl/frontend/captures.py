@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from kdsl.frontend.analysis import assigned_names
+from kdsl.frontend.analysis import assigned_names, scanned_once
 from kdsl.frontend.source import MISSING, FunctionSource
 from kdsl.records import dataclass
 
@@ -54,19 +54,28 @@ def variable_identity(fn: Any, name: str) -> tuple[tuple, Callable[[], Any]]:
 
 def bound_names(tree: ast.FunctionDef) -> set[str]:
     """Parameters and names assigned directly (``grid[i] = v`` does not bind ``grid``)."""
-    return set(assigned_names(tree.body, component_bases=False)) | {a.arg for a in tree.args.args}
+    return set(scanned_once(tree, "bound names", _bound_names))
+
+
+def _bound_names(tree: ast.FunctionDef) -> frozenset[str]:
+    return frozenset(assigned_names(tree.body, component_bases=False)) | {a.arg for a in tree.args.args}
+
+
+def _free_names(tree: ast.FunctionDef) -> tuple[str, ...]:
+    """The names ``tree`` uses and does not bind, in first-seen order."""
+    bound = _bound_names(tree)
+    names = (node.id for node in ast.walk(tree) if isinstance(node, ast.Name))
+    return tuple(dict.fromkeys(name for name in names if name not in bound))
 
 
 def free_array_names(source: FunctionSource) -> list[tuple[str, Any]]:
     """The free names of ``source`` that refer to arrays now, in first-seen order."""
-    bound = bound_names(source.tree)
-    found: dict[str, Any] = {}
-    for node in ast.walk(source.tree):
-        if isinstance(node, ast.Name) and node.id not in bound and node.id not in found:
-            obj = source.lookup(node.id)
-            if obj is not MISSING and is_array_object(obj):
-                found[node.id] = obj
-    return list(found.items())
+    found: list[tuple[str, Any]] = []
+    for name in scanned_once(source.tree, "free names", _free_names):
+        obj = source.lookup(name)
+        if obj is not MISSING and is_array_object(obj):
+            found.append((name, obj))
+    return found
 
 
 def capture_for(source: FunctionSource, name: str) -> ArrayCapture:

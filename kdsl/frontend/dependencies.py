@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kdsl.frontend.analysis import scanned_once
 from kdsl.frontend.captures import ArrayCapture, capture_for, free_array_names
 from kdsl.frontend.source import MISSING, read_function
 from kdsl.random_numbers import randint, randn, random
@@ -85,6 +86,26 @@ def _attribute_chain(node: ast.Attribute) -> list[str] | None:
     return names[::-1]
 
 
+def _global_reads(tree: ast.FunctionDef) -> list[tuple[str, ...]]:
+    """What ``tree`` reads that is not local, in the order of ``ast.walk``: a name as
+    ``(name,)``, an attribute chain ``a.b.c`` as ``(a, b, c)`` (whose ``a`` is read too)."""
+    locals_ = {a.arg for a in tree.args.args}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                locals_.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    reads: list[tuple[str, ...]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in locals_:
+            reads.append((node.id,))
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+            chain = _attribute_chain(node)
+            if chain and chain[0] not in locals_:
+                reads.append(tuple(chain))
+    return reads
+
+
 def scan_dependencies(fn: Any) -> Dependencies:
     """The sources of ``fn`` and its funcs, and the constants they read, in a stable order."""
     deps = Dependencies()
@@ -102,22 +123,13 @@ def scan_dependencies(fn: Any) -> Dependencies:
             capture = capture_for(source, name)
             if all(c.identity != capture.identity for c in deps.arrays):
                 deps.arrays.append(capture)
-        locals_ = {a.arg for a in source.tree.args.args}
-        for node in ast.walk(source.tree):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for t in targets:
-                    locals_.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
-        for node in ast.walk(source.tree):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in locals_:
-                obj = source.lookup(node.id)
+        for chain in scanned_once(source.tree, "global reads", _global_reads):
+            if len(chain) == 1:
+                obj = source.lookup(chain[0])
                 if obj is MISSING:
                     continue
-                _note(function, node.id, obj, _global_getter(function, node.id))
-            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
-                chain = _attribute_chain(node)
-                if not chain or chain[0] in locals_:
-                    continue
+                _note(function, chain[0], obj, _global_getter(function, chain[0]))
+            else:
                 obj = source.lookup(chain[0])
                 getter_base = _global_getter(function, chain[0])
                 for attr in chain[1:]:
@@ -127,7 +139,7 @@ def scan_dependencies(fn: Any) -> Dependencies:
                 if obj is not MISSING:
                     path = chain[1:]
 
-                    def getter(base: Getter = getter_base, path: list[str] = path) -> Any:
+                    def getter(base: Getter = getter_base, path: tuple[str, ...] = path) -> Any:
                         value = base()
                         for attr in path:
                             value = getattr(value, attr)

@@ -14,7 +14,7 @@ from typing import Any
 from kdsl import types as T
 from kdsl.errors import CompileError
 from kdsl.frontend import random_draws
-from kdsl.frontend.analysis import assigned_names
+from kdsl.frontend.analysis import assigned_names, scanned_once
 from kdsl.frontend.annotations import annotation_of
 from kdsl.frontend.captures import capture_for, free_array_names
 from kdsl.frontend.dependencies import scan_dependencies
@@ -29,6 +29,22 @@ from kdsl.ir.passes.drop_index_wraps import drop_index_wraps
 MAX_TYPE_ROUNDS = 6
 
 
+def _lowering_scan(tree: ast.FunctionDef) -> tuple[Counter[str], frozenset[str], bool]:
+    """What lowering a function needs to know of its whole tree first: how often each
+    name is read, its locals, and whether it returns from anywhere but its end."""
+    loaded_counts = Counter(
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+    )
+    local_names = frozenset(assigned_names(tree.body)) | {a.arg for a in tree.args.args}
+    body = tree.body
+    uses_return_flag = any(
+        isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)
+    ) or (bool(body) and not isinstance(body[-1], ast.Return) and any(
+        isinstance(n, ast.Return) for n in ast.walk(body[-1])
+    ))
+    return loaded_counts, local_names, uses_return_flag
+
+
 class FunctionLowering(StatementLowering):
     """Lowers one function's AST to an IR ``Function``."""
 
@@ -36,18 +52,11 @@ class FunctionLowering(StatementLowering):
         self, source: FunctionSource, context: CompileContext, types: TypeTable, is_kernel: bool
     ) -> None:
         super().__init__(source, context, types, is_kernel)
-        tree = source.tree
-        self.loaded_counts = Counter(
-            n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-        )
-        self.local_names = set(assigned_names(tree.body)) | {a.arg for a in tree.args.args}
+        loaded_counts, local_names, self.uses_return_flag = scanned_once(
+            source.tree, "lowering", _lowering_scan)
+        self.loaded_counts = Counter(loaded_counts)
+        self.local_names = set(local_names)
         self.capture_values: list[Value] = []
-        body = tree.body
-        self.uses_return_flag = any(
-            isinstance(n, ast.Return) for s in body[:-1] for n in ast.walk(s)
-        ) or (bool(body) and not isinstance(body[-1], ast.Return) and any(
-            isinstance(n, ast.Return) for n in ast.walk(body[-1])
-        ))
 
     def lower(self, params: list[VariableType], name: str) -> Function:
         tree = self.source.tree
