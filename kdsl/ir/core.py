@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import field
+from itertools import chain
 from typing import Any
 
 from kdsl.ir.location import UNKNOWN_LOCATION, SourceLocation
@@ -60,8 +61,8 @@ class Operation:
     def walk(self) -> Iterator[Operation]:
         """This operation and every operation nested in its regions, outermost first."""
         yield self
-        for region in self.regions:
-            yield from region.walk()
+        if self.regions:
+            yield from _walk(_nested_ops(self))
 
     def __repr__(self) -> str:
         return f"<Operation {self.name}>"
@@ -87,8 +88,28 @@ class Block:
         return self.ops[-1] if self.ops else None
 
     def walk(self) -> Iterator[Operation]:
-        for op in self.ops:
-            yield from op.walk()
+        return _walk(iter(self.ops))
+
+
+def _nested_ops(op: Operation) -> Iterator[Operation]:
+    """The operations of ``op``'s regions, one region after the other (each list read as
+    it is when its turn comes, as a loop over it would)."""
+    return chain.from_iterable(region.ops for region in op.regions)
+
+
+def _walk(ops: Iterator[Operation]) -> Iterator[Operation]:
+    """Every operation of ``ops`` and, after each, those nested in it: the order of a
+    recursive walk, with a stack of iterators in place of nested generators (whose every
+    step resumes each enclosing one)."""
+    stack = [ops]
+    while stack:
+        for op in stack[-1]:
+            yield op
+            if op.regions:  # read once the consumer is done with op, as a recursive walk does
+                stack.append(_nested_ops(op))
+                break
+        else:
+            stack.pop()
 
 
 @dataclass

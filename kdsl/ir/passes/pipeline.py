@@ -107,8 +107,6 @@ def run_pipeline(
     verify: bool = False,
 ) -> Module:
     """Runs the passes in order; ``stop_after`` names the last stage to run."""
-    from kdsl.ir.verifier import verify_module
-
     if stop_after == "frontend":
         return module
     for p in PIPELINE:
@@ -116,6 +114,8 @@ def run_pipeline(
             continue
         p.apply(module, options)
         if verify:
+            from kdsl.ir.verifier import verify_module
+
             verify_module(module, context=f"after {p.name}")
         if stop_after == p.name:
             break
