@@ -38,8 +38,9 @@ def _make(cls: type, frozen: bool, eq: bool) -> type:
     explicit_hash = not (class_hash is dataclasses.MISSING
                          or (class_hash is None and "__eq__" in own))
     has_doc = cls.__doc__ is not None
+    doc = None
     if not has_doc:  # the standard decorator's text, made when read (see _SignatureDoc)
-        cls.__doc__ = _SignatureDoc()  # type: ignore[assignment]
+        cls.__doc__ = doc = _SignatureDoc()  # type: ignore[assignment]
     dataclasses.dataclass(cls, init=False, repr=False, eq=False, frozen=False)
     fields = list(dataclasses.fields(cls))
     names = tuple(f.name for f in fields)
@@ -66,15 +67,23 @@ def _make(cls: type, frozen: bool, eq: bool) -> type:
     for name, value in (("init", True), ("repr", True), ("eq", eq), ("frozen", frozen)):
         if params is not None and hasattr(params, name):
             setattr(params, name, value)
+    if doc is not None:
+        doc.ready = True
     return cls
 
 
 class _SignatureDoc:
     """The docstring the standard decorator gives a class that has none (its name and
     signature), made when it is first read: ``inspect.signature`` costs as much as the
-    rest of the class."""
+    rest of the class. Until the class is made (the standard decorator reads it), its
+    name."""
+
+    def __init__(self) -> None:
+        self.ready = False
 
     def __get__(self, obj: Any, owner: type) -> str:
+        if not self.ready:
+            return owner.__name__
         import inspect
 
         try:
