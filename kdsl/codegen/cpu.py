@@ -282,8 +282,8 @@ def compile_parts(texts: Sequence[str], light: frozenset[int] = frozenset()) -> 
     def compile_part(k: int, text: str) -> None:
         try:
             opt, level = (LIGHT_CODEGEN, LIGHT_PIPELINE) if k in light else (3, 3)
-            machine = take_machine(opt)
-            with private_llvm_calls():
+            with private_llvm_calls():  # a machine of its own, made without the lock too
+                machine = take_machine(opt)
                 objects[k] = compile_to_object(text, machine, cpu_seconds[k], level)
             give_back_machine(machine, opt)
         except BaseException as error:  # noqa: BLE001 - raised again on the caller's thread
