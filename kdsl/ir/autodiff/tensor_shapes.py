@@ -111,11 +111,7 @@ class TensorBuilder:
             return self.b.constant(1, T.i64)
         op = self.defs.get(v)
         if op is not None and op.name == "tensor_map":
-            for o in op.operands:
-                po = self.pattern(o)
-                j = k - (len(p) - len(po))
-                if j >= 0 and po[j] == "?":
-                    return self.dim(o, j)
+            return self._broadcast_dim(op, k)
         if op is not None and op.name == "tensor_matmul":
             a, b = op.operands
             return self.dim(a, 0) if k == 0 else self.dim(b, 1)
@@ -128,6 +124,26 @@ class TensorBuilder:
         if found is None:
             found = self.dims[key] = self.b.value("array_dim", array, axis=k)
         return found
+
+    def _broadcast_dim(self, op: Operation, k: int) -> Value:
+        """The size of axis ``k`` of an elementwise op's result: that of an operand whose
+        size there is not 1 (any operand's size may be 1 at run time, a column (n, 1)
+        against an (n, m) array, say)."""
+        n = op.result.type.ndim
+        size: Value | None = None
+        for o in op.operands:
+            po = self.pattern(o)
+            j = k - (n - len(po))
+            if j < 0 or po[j] != "?":
+                continue
+            mine = self.dim(o, j)
+            if size is None or mine is size:
+                size = mine
+                continue
+            one = self.b.constant(1, T.i64)
+            size = self.b.value("select", self.b.value("eq", size, one), mine, size)
+        assert size is not None, "an axis of pattern '?' has an operand of pattern '?'"
+        return size
 
     def pat(self, v: Value) -> Pattern:
         """The pattern of a value of the gradient function."""
