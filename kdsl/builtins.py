@@ -95,6 +95,15 @@ class _SmallValue(np.ndarray):
         raise TypeError(_message_for_cast(self, "float"))
 
 
+def swizzle_indices(attr: str) -> list[int] | None:
+    """The components a swizzle names (``"zyx"``: [2, 1, 0]): 2 to 4 letters of ``xyzw`` or
+    1 to 4 of ``rgba``; None for any other name."""
+    for letters, shortest in (("xyzw", 2), ("rgba", 1)):
+        if shortest <= len(attr) <= 4 and all(c in letters for c in attr):
+            return [letters.index(c) for c in attr]
+    return None
+
+
 class Vector(_SmallValue):
     """A small vector in plain-Python mode: a 1-D NumPy array with ``.x .y .z .w`` and
     Taichi's method names (``v.norm()``, ``v.dot(w)``, ``v.normalized()``, ...)."""
@@ -103,6 +112,27 @@ class Vector(_SmallValue):
     y = property(lambda self: self[1], lambda self, v: self.__setitem__(1, v))
     z = property(lambda self: self[2], lambda self, v: self.__setitem__(2, v))
     w = property(lambda self: self[3], lambda self, v: self.__setitem__(3, v))
+
+    def __getattr__(self, name: str) -> Any:
+        """Swizzles (``v.xy``, ``v.zyx``, ``c.rgb``), as compiled."""
+        indices = swizzle_indices(name)
+        if indices is None or self.ndim != 1:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        if max(indices) >= self.shape[0]:
+            raise AttributeError(f"a vector of {self.shape[0]} components has no '.{name}'")
+        picked = np.ndarray.__getitem__(self, indices)
+        return picked[0] if len(indices) == 1 else picked.view(Vector)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """``v.xy = w``: the named components, as compiled (never a new attribute)."""
+        indices = swizzle_indices(name)
+        if indices is None or self.ndim != 1:
+            super().__setattr__(name, value)
+            return
+        if max(indices) >= self.shape[0] or len(set(indices)) != len(indices):
+            raise AttributeError(f"'.{name}' cannot be assigned in a vector of "
+                                 f"{self.shape[0]} components")
+        np.ndarray.__setitem__(self, indices if len(indices) > 1 else indices[0], value)
 
     def norm(self) -> Any:
         return length(self)

@@ -340,6 +340,9 @@ class ExpressionLowering(VectorLowering, TensorLowering):
             return self.op("extract", v, index=index)
         if isinstance(t, T.MatrixType) and attr == "T":
             return self.op("transpose", v)
+        swizzled = self.swizzle(v, attr, node)
+        if swizzled is not None:
+            return swizzled
         method = self.vector_method(v, attr)
         if method is not None:
             return Static(method)

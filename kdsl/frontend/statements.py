@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from kdsl import types as T
+from kdsl.builtins import swizzle_indices
 from kdsl.frontend import masks, parallel_returns
 from kdsl.frontend.analysis import (
     stmt_may_jump,
@@ -206,7 +207,8 @@ class StatementLowering(LoopLowering):
         elif isinstance(target, ast.Subscript):
             self.store_subscript(target, value, node)
         elif isinstance(target, ast.Attribute):
-            self.store_component(target.value, COMPONENT_NAMES.get(target.attr), value, target)
+            if not self.store_swizzle(target, value):
+                self.store_component(target.value, COMPONENT_NAMES.get(target.attr), value, target)
         else:
             self.error(f"cannot assign to {type(target).__name__}", node)
 
@@ -231,6 +233,25 @@ class StatementLowering(LoopLowering):
             self.store_component(target.value, k, v, target)
             return
         self.error(f"a value of type {base.type} cannot be assigned into", node)
+
+    def store_swizzle(self, target: ast.Attribute, value: Any) -> bool:
+        """``v.xy = w``, ``c.rgb = e``, ``c.r = s``: each named component from the vector
+        assigned; False where ``target.attr`` is no swizzle."""
+        indices = swizzle_indices(target.attr)
+        if indices is None:
+            return False
+        v = self.value_of(value, target)
+        if len(indices) == 1:
+            self.store_component(target.value, indices[0], v, target)
+            return True
+        if len(set(indices)) != len(indices):
+            self.error(f"'.{target.attr}' names a component twice; it cannot be assigned", target)
+        if not isinstance(v.type, T.VectorType) or v.type.count != len(indices):
+            self.error(f"assigning '.{target.attr}' needs a vector of {len(indices)} "
+                       f"components, got {v.type}", target)
+        for position, k in enumerate(indices):
+            self.store_component(target.value, k, self.op("extract", v, index=position), target)
+        return True
 
     def store_component(self, base_node: ast.expr, k: Any, value: Any, node: ast.AST) -> None:
         if self.store_array_component(base_node, k, value, node):  # v[i].x = e

@@ -9,6 +9,7 @@ import ast
 from typing import Any
 
 from kdsl import types as T
+from kdsl.builtins import swizzle_indices
 from kdsl.frontend.lowering import LoweringBase
 from kdsl.frontend.values import TupleValue, VectorMethod
 from kdsl.ir.core import Value
@@ -221,6 +222,21 @@ class VectorLowering(LoweringBase):
         return self.op("matmul", a, b, node=node)
 
     # --- methods and list literals -----------------------------------------------------------
+
+    def swizzle(self, v: Value, attr: str, node: ast.AST) -> Value | None:
+        """``v.xy``, ``v.zyx``, ``c.rgb``, ``c.r`` (GLSL's and Taichi's swizzles): a vector
+        of the named components; None where ``attr`` is no swizzle."""
+        indices = swizzle_indices(attr)
+        if indices is None or not isinstance(v.type, T.VectorType):
+            return None
+        t = v.type
+        if max(indices) >= t.size:
+            self.error(f"{t} has no component '{attr[indices.index(max(indices))]}' "
+                       f"(in '.{attr}')", node)
+        parts = [self.op("extract", v, index=k) for k in indices]
+        if len(parts) == 1:
+            return parts[0]
+        return self.op("make_vector", *parts, type=T.vector_type(t.element, len(parts)))
 
     def vector_method(self, v: Value, attr: str) -> VectorMethod | None:
         """``v.norm`` and friends: the builtin a method call stands for, or None."""

@@ -1,5 +1,6 @@
 """Taichi programs ported as Taichi users write them (API.md section 3): vectors and
-matrices unpacked into their components or rows (``u, v = p``), a semi-Lagrangian
+matrices unpacked into their components or rows (``u, v = p``), swizzles read and
+assigned (``c.zyx``, ``v.xy = w``, ``color.rgb``), a semi-Lagrangian
 advection with bilinear sampling (Taichi's stable fluids), each run compiled, as plain
 Python and on the emulated CUDA device by ``check``."""
 
@@ -49,6 +50,68 @@ def test_unpacking_into_the_wrong_number_of_names_is_located():
     assert caught.value.lineno == unpack_too_few_names.py_function.__code__.co_firstlineno + 2
     with pytest.raises(ValueError, match="too many values to unpack"):
         unpack_too_few_names.python(a)
+
+
+@kd.kernel(fastmath=False)
+def swizzles(a: kd.Array[kd.vec4], b: kd.Array[kd.vec3], out: kd.Array[kd.vec3, 2],
+             f: kd.Array[kd.f32]):
+    for i in kd.prange(a.shape[0]):
+        c = a[i]
+        out[i, 0] = c.zyx
+        out[i, 1] = kd.vec3(c.xy, c.w) + c.rgb
+        v = b[i]
+        v.xy = c.wz
+        v.b = 7.0
+        v.yz += kd.vec2(1.0, 2.0)
+        out[i, 2] = v
+        a[i].xw = v.zx  # into an element of an array
+        f[i] = kd.dot(c.xy, c.yx) + c.r * c.a
+
+
+@kd.kernel
+def swizzle_past_the_end(a: kd.Array[kd.vec2]):
+    return a[0].xyz
+
+
+@kd.kernel
+def swizzle_assigned_twice(a: kd.Array[kd.vec3]):
+    v = a[0]
+    v.xx = kd.vec2(1.0)
+    return v
+
+
+def test_swizzles_read_and_assign_components(rng):
+    n = 19
+    a = rng.normal(size=(n, 4)).astype(np.float32)
+    b = rng.normal(size=(n, 3)).astype(np.float32)
+    original = a.copy()
+    out = np.zeros((n, 3, 3), np.float32)
+    f = np.zeros(n, np.float32)
+    check(swizzles, a, b, out, f)
+    np.testing.assert_array_equal(out[:, 0], original[:, 2::-1])
+    np.testing.assert_array_equal(out[:, 2, 0], original[:, 3])
+    np.testing.assert_array_equal(out[:, 2, 2], np.float32(9.0))
+    np.testing.assert_array_equal(a[:, 0], out[:, 2, 2])  # a[i].xw = v.zx
+    np.testing.assert_array_equal(a[:, 1:3], original[:, 1:3])
+
+
+def test_swizzles_in_plain_python():
+    v = kd.vec4(1.0, 2.0, 3.0, 4.0)
+    assert v.zyx.tolist() == [3.0, 2.0, 1.0] and v.rgb.x == 1.0 and v.a == 4.0
+    v.yx = kd.vec2(-1.0, -2.0)
+    assert v.tolist() == [-2.0, -1.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("kernel, message", [
+    (swizzle_past_the_end, "vec2 has no component 'z'"),
+    (swizzle_assigned_twice, "names a component twice"),
+])
+def test_a_wrong_swizzle_is_refused_in_both_modes(kernel, message):
+    a = np.ones((2, kernel is swizzle_past_the_end and 2 or 3), np.float32)
+    with pytest.raises(kd.CompileError, match=message):
+        kernel(a)
+    with pytest.raises(AttributeError):
+        kernel.python(a)
 
 
 # --- Taichi's stable fluids: semi-Lagrangian advection (RK3) with bilinear sampling ---
