@@ -185,7 +185,8 @@ class FunctionLowering(StatementLowering):
         attrs: dict[str, Any] = {"callee": function.name,
                                  "types": [vt.type for vt in result_types]}
         device_version = getattr(fn, "device_version", None)
-        if device_version is not None:  # chosen by passes/inline_funcs.py on CUDA devices
+        if device_version is not None and self.context.target == "cuda":
+            # chosen by passes/inline_funcs.py outside parallel loops
             device_source = read_function(device_version.py_function)
             attrs["device_callee"] = self._lowered_func(device_version, device_source, values,
                                                         False, node)[0].name
@@ -284,10 +285,10 @@ def lower_function(
 
 
 def lower_kernel(
-    fn: Any, params: list[VariableType], debug: bool = False
+    fn: Any, params: list[VariableType], debug: bool = False, target: str = "cpu"
 ) -> tuple[Function, CompileContext, list[VariableType]]:
     source = read_function(fn)
-    context = CompileContext(debug=debug)
+    context = CompileContext(debug=debug, target=target)
     deps = scan_dependencies(fn)
     context.captures = deps.arrays
     context.uses_random = deps.uses_random

@@ -44,6 +44,7 @@ class CompileContext:
     captures: list[Any] = field(default_factory=list)  # ArrayCapture, hidden parameters
     capture_types: list[VariableType] = field(default_factory=list)
     uses_random: bool = False  # the kernel draws random numbers: it takes their stream
+    target: str = "cpu"  # "cuda": calls of primitives also lower their device versions
 
 
 class LoweringBase:

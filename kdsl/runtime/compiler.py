@@ -70,7 +70,8 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
     if options.tangent is not None:  # the tangents follow the kernel's own parameters
         primal = params[:len(params) - len(options.tangent)]
     with stage("frontend"):
-        function, context, results = lower_kernel(fn, variable_types(primal), options.debug)
+        function, context, results = lower_kernel(fn, variable_types(primal), options.debug,
+                                                  target)
     module = Module(function, {f.name: f for f in context.funcs.values()})
     with stage("passes"):
         run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath,
