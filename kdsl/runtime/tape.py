@@ -30,6 +30,7 @@ checked path, before any state of the tape changes.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -100,8 +101,8 @@ class Tape(TapeReverse):
         # by id, the array (or a weak reference to it) and the kernel's name
         self._returned: dict[int, tuple[Any, str]] = {}
         self._busy = False
-        # arrays (by id) a recorded call read and none wrote since: a call that writes
-        # one must keep a copy of it for those calls
+        # arrays (by id) a recorded call read, and whose value its product reads, and
+        # none wrote since: a call that writes one must keep a copy of it for those calls
         self._read_since_written: set[int] = set()
         # those an active call read: the next call that writes one keeps its copy from
         # before the call for the way back (Call.keep)
@@ -205,7 +206,7 @@ class Tape(TapeReverse):
             if key in taken or key in kept:
                 continue
             a = plain[k]
-            if self._needs_no_copy(kernel, plan, plain, k, key):
+            if self._needs_no_copy(kernel, plan, plain, k, key, argnums):
                 taken[key] = self._scratch_for(key, a)
             else:
                 taken[key] = copy_of(a)
@@ -253,12 +254,13 @@ class Tape(TapeReverse):
             if key in read_by_active:
                 read_by_active.discard(key)
                 call.keep = {key} | call.keep
-        args = call.args
-        for k in call.plan.read:
-            key = id(args[k])
-            if key not in written:
-                read_since.add(key)
-                if call.argnums:
+        args, plan = call.args, call.plan
+        if call.argnums and call.gradient is None and plan.read:  # a product to run
+            unread = self._unread(call.kernel, plan, call.plain, call.argnums)
+            for k in plan.read:
+                key = id(args[k])
+                if key not in written and k not in unread:
+                    read_since.add(key)
                     read_by_active.add(key)
         arrays = call.plan.arrays
         for k in call.argnums:
@@ -302,24 +304,22 @@ class Tape(TapeReverse):
         return value
 
     def _needs_no_copy(self, kernel: Kernel, plan: RecordPlan, plain: tuple, k: int,
-                       key: int) -> bool:
-        """Whether the call overwrites the array at ``k`` before reading it, and no call
-        recorded since the array was last written read it: its value before the call is
-        never read on the way back (a scratch array of its shape is passed instead). CPU
-        arrays of tapes without checkpoints, not sharing memory with other arguments."""
+                       key: int, argnums: tuple[int, ...]) -> bool:
+        """Whether the value of the array at ``k`` before the call is never read on the
+        way back (a scratch array of its shape is passed instead): no call recorded
+        since the array was last written read it, and the call overwrites it before
+        reading it, or is not differentiated, or its vector-Jacobian product does not
+        read it. CPU arrays of tapes without checkpoints, not sharing memory with other
+        arguments."""
         if self.checkpoint_every is not None or key in self._read_since_written or not plan.on_cpu:
             return False
         if plan.overwritten is None:
             from kdsl.runtime.tape_overwritten import overwritten_arguments
 
-            self._busy = True
-            try:
-                plan.overwritten = overwritten_arguments(kernel, plain, plan.written)
-            except Exception:  # noqa: BLE001  (not known: the arrays are copied)
-                plan.overwritten = frozenset()
-            finally:
-                self._busy = False
-        if k not in plan.overwritten:
+            plan.overwritten = self._analysed(
+                lambda: overwritten_arguments(kernel, plain, plan.written))
+        if k not in plan.overwritten and argnums and k not in self._unread(
+                kernel, plan, plain, argnums):
             return False
         a = plain[k]
         known, first = self._apart, id(a)
@@ -327,6 +327,31 @@ class Tape(TapeReverse):
             if j != k and (first, id(plain[j])) not in known and not self._disjoint(a, plain[j]):
                 return False
         return True
+
+    def _unread(self, kernel: Kernel, plan: RecordPlan, plain: tuple,
+                argnums: tuple[int, ...]) -> frozenset[int]:
+        """The positions of the arrays whose values the call's vector-Jacobian product
+        does not read (CPU calls returning no array), found once per plan and argnums."""
+        if not plan.on_cpu or plan.returned_types is not None:
+            return frozenset()
+        found = plan.unread.get(argnums)
+        if found is None:
+            from kdsl.runtime.tape_overwritten import unread_by_product
+
+            found = plan.unread[argnums] = self._analysed(
+                lambda: unread_by_product(kernel, plain, argnums, plan.arrays, plan.arrays))
+        return found
+
+    def _analysed(self, analysis: Callable[[], frozenset[int]]) -> frozenset[int]:
+        """What an analysis of a kernel finds (nothing where it fails: the arrays are
+        then copied)."""
+        self._busy = True
+        try:
+            return analysis()
+        except Exception:  # noqa: BLE001
+            return frozenset()
+        finally:
+            self._busy = False
 
     def _disjoint(self, a: Any, b: Any) -> bool:
         pair = (id(a), id(b))

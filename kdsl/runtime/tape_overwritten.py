@@ -1,6 +1,9 @@
 """Arrays a kernel overwrites before it reads them (a force array computed in one parallel
 loop and read in the next): ``kd.Tape`` needs no copy of what such an array held before
-a call, since neither the call nor its vector-Jacobian product reads it.
+a call, since neither the call nor its vector-Jacobian product reads it. Nor of an array
+the vector-Jacobian product itself never reads, or overwrites before reading it (the
+positions of an update ``x[i] += dt * v[i]`` whose step is not differentiated: the
+product reads adjoints only).
 
 The test is conservative, on the kernel's IR before optimisation: every use of the array
 is an element load, an element store or a dimension; every store is at the top level of
@@ -28,6 +31,28 @@ def overwritten_arguments(kernel: Any, args: tuple, positions: tuple[int, ...]) 
                                    stop_after="drop-index-wraps")
     fn = module.kernel
     return frozenset(k for k in positions if k < len(fn.args) and _overwritten_first(fn, fn.args[k]))
+
+
+def unread_by_product(kernel: Any, args: tuple, argnums: tuple[int, ...], arrays: tuple[int, ...],
+                      positions: tuple[int, ...]) -> frozenset[int]:
+    """The positions among ``positions`` of the array arguments whose values the
+    vector-Jacobian product of ``kernel`` with respect to ``argnums`` (nothing returned)
+    does not read, called with ``args`` (``arrays``: the positions of the arrays): used
+    only for their dimensions, or overwritten before they are read (its optimised IR)."""
+    from kdsl.runtime.compiler import lower_and_optimize
+    from kdsl.runtime.vjp_kernel import vjp_kernel
+
+    product = vjp_kernel(kernel, argnums, None)
+    adjoints = [args[k] for k in argnums if k in arrays]  # stand-ins of their types
+    params = product.parameters((*args, *adjoints, 0.0))
+    module, _ = lower_and_optimize(product.py_function, params, product.options)
+    fn = module.kernel
+    return frozenset(k for k in positions if k < len(args)
+                     and (_only_dimensions(fn, fn.args[k]) or _overwritten_first(fn, fn.args[k])))
+
+
+def _only_dimensions(fn: Function, array: Value) -> bool:
+    return all(op.name == "array_dim" for op in fn.body.walk() if array in op.operands)
 
 
 def _overwritten_first(fn: Function, array: Value) -> bool:

@@ -133,6 +133,9 @@ class RecordPlan:
     # the written arrays it overwrites before reading them (tape_overwritten.py), found
     # when first needed
     overwritten: frozenset[int] | None = None
+    # by the arguments differentiated: the written arrays whose values before the call
+    # its vector-Jacobian product does not read (tape_overwritten.py)
+    unread: dict[tuple[int, ...], frozenset[int]] = field(default_factory=dict)
     argnums: dict[tuple[int, ...], tuple[int, ...]] = field(default_factory=dict)
     reverse: dict[Any, ReversePlan] = field(default_factory=dict)
     gradients: dict[tuple[int, ...], CompiledCall] = field(default_factory=dict)
