@@ -24,6 +24,22 @@ def scanned_once(tree: _Tree, name: str, scan: Callable[[_Tree], _Result]) -> _R
     return found[name]
 
 
+# by statement or expression node, what the scans below found in it (nodes are never
+# changed once made; a rewrite makes new ones)
+_FACTS: weakref.WeakKeyDictionary[ast.AST, dict[Any, Any]] = weakref.WeakKeyDictionary()
+_Key = TypeVar("_Key")
+
+
+def _node_fact(node: ast.AST, key: _Key, find: Callable[[ast.AST, _Key], _Result]) -> _Result:
+    """``find(node, key)``, once per node and key."""
+    facts = _FACTS.get(node)
+    if facts is None:
+        facts = _FACTS[node] = {}
+    if key not in facts:
+        facts[key] = find(node, key)
+    return facts[key]  # type: ignore[no-any-return]
+
+
 def _walk_no_functions(nodes: Iterable[ast.AST]) -> Iterator[ast.AST]:
     stack = list(nodes)[::-1]
     while stack:
@@ -59,20 +75,28 @@ def assigned_names(nodes: Iterable[ast.AST], component_bases: bool = True) -> li
     With ``component_bases``, ``v`` counts as bound by ``v[0] = 1`` and ``v.x = 1`` (which
     rebind a local vector); without, only names assigned directly count."""
     seen: dict[str, None] = {}
-    for node in _walk_no_functions(nodes):
-        targets: list[ast.AST] = []
-        if isinstance(node, ast.Assign):
-            targets = list(node.targets)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-            targets = [node.target]
-        elif isinstance(node, ast.For):
-            targets = [node.target]
-        elif isinstance(node, ast.NamedExpr):
-            targets = [node.target]
-        for t in targets:
-            for name in _target_names(t, component_bases):
-                seen.setdefault(name, None)
+    for node in nodes:  # the walk of a list is that of each node in turn
+        for name in _node_fact(node, ("assigned", component_bases), _assigned_in):
+            seen.setdefault(name, None)
     return list(seen)
+
+
+def _assigned_in(node: ast.AST, key: tuple[str, bool]) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for n in _walk_no_functions([node]):
+        targets: list[ast.AST] = []
+        if isinstance(n, ast.Assign):
+            targets = list(n.targets)
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
+            targets = [n.target]
+        elif isinstance(n, ast.For):
+            targets = [n.target]
+        elif isinstance(n, ast.NamedExpr):
+            targets = [n.target]
+        for t in targets:
+            for name in _target_names(t, key[1]):
+                seen.setdefault(name, None)
+    return tuple(seen)
 
 
 def loaded_names(nodes: Iterable[ast.AST]) -> set[str]:
@@ -83,6 +107,11 @@ def loaded_names(nodes: Iterable[ast.AST]) -> set[str]:
 
 
 def _jumps(node: ast.AST, kinds: tuple[type, ...], through_loops: bool) -> bool:
+    return _node_fact(node, ("jumps", kinds, through_loops), _search_jumps)
+
+
+def _search_jumps(node: ast.AST, key: tuple[str, tuple[type, ...], bool]) -> bool:
+    _, kinds, through_loops = key
     stack = [node]
     while stack:
         n = stack.pop()
