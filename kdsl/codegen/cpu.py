@@ -33,8 +33,8 @@ def llvm() -> Any:
             if "binding" not in _state:
                 import llvmlite.binding as binding
 
-                binding.initialize_all_targets()
-                binding.initialize_all_asmprinters()
+                # the host's target only (every target's registration costs 1 ms more):
+                # device code goes through libNVVM, not through LLVM's own NVPTX target
                 binding.initialize_native_target()
                 binding.initialize_native_asmprinter()
                 # an array of 3x3 matrices is read with a stride of 9 elements: above
@@ -122,7 +122,8 @@ def _warm_up() -> None:
     compile's thread makes meanwhile could wait for it)."""
     b = llvm()
     machine = target_machine()
-    give_back_machine(new_target_machine())  # for the part a split compile hands a thread
+    for _ in range(min(usable_cores(), 2)):  # for the parts a split compile hands threads
+        give_back_machine(new_target_machine())
     give_back_machine(new_target_machine(LIGHT_CODEGEN), LIGHT_CODEGEN)
     context = b.create_context()
     try:

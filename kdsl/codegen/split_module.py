@@ -86,21 +86,39 @@ def compile_cost(fn: ir.Function) -> float:
 
 def plan_parts(module: ir.Module, parts: int) -> list[list[ir.Function]] | None:
     """The regions of each part (part 0 also holds everything else), or None where
-    splitting would not pay."""
+    splitting would not pay.
+
+    Where everything else has no loop, LLVM compiles part 0 in a fraction of a region's
+    time (see ``light_parts``): the regions are then spread over ``parts`` parts of their
+    own, one for each core, and part 0, which holds none, is compiled alongside them."""
     defined = [f for f in module.functions if f.blocks]
     regions = [f for f in defined if REGION_NAME.fullmatch(f.name) and f.linkage == "internal"]
     total = sum(compile_cost(f) for f in defined)
     if parts < 2 or not regions or total < MIN_COST:
         return None
-    costs = [total - sum(compile_cost(f) for f in regions)] + [0.0] * (parts - 1)
-    plan: list[list[ir.Function]] = [[] for _ in range(parts)]
+    rest = [f for f in defined if f not in regions and "optnone" not in f.attributes]
+    if len(regions) > 1 and not any(has_loop(f) for f in rest):
+        spread, costs = _spread(regions, [0.0] * min(parts, len(regions)))
+        if min(costs) >= MIN_SHARE * total:
+            return [[], *spread]
+    plan, costs = _spread(regions, [total - sum(compile_cost(f) for f in regions)]
+                          + [0.0] * (parts - 1))
+    if min(costs) < MIN_SHARE * total:
+        return None
+    return plan
+
+
+def _spread(regions: list[ir.Function],
+            costs: list[float]) -> tuple[list[list[ir.Function]], list[float]]:
+    """The regions given to parts that cost ``costs`` so far, the costliest first, each to
+    the cheapest part then; and what the parts cost with them."""
+    costs = list(costs)
+    plan: list[list[ir.Function]] = [[] for _ in costs]
     for region in sorted(regions, key=compile_cost, reverse=True):
         cheapest = costs.index(min(costs))
         plan[cheapest].append(region)
         costs[cheapest] += compile_cost(region)
-    if min(costs) < MIN_SHARE * total:
-        return None
-    return plan
+    return plan, costs
 
 
 class PartTexts(Sequence[str]):

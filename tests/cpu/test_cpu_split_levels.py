@@ -95,3 +95,23 @@ def test_an_entry_with_a_loop_compiles_at_o3(levels, rng):
     assert got == pytest.approx(with_serial_prefix.python(a, want), rel=1e-14)
     assert levels == [3, 3]
     np.testing.assert_allclose(out, want, rtol=1e-14)
+
+
+
+@kd.kernel
+def two_regions(a: kd.Array[kd.f32], out: kd.Array[kd.f32], back: kd.Array[kd.f32]):
+    for i in kd.prange(a.shape[0]):
+        out[i] = kd.exp(-kd.abs(a[i])) * a[i]
+    for i in kd.prange(a.shape[0]):
+        back[i] = out[a.shape[0] - 1 - i] + kd.sqrt(kd.abs(a[i]))
+
+
+def test_regions_get_parts_of_their_own_beside_a_light_entry_part(levels, rng):
+    a = rng.uniform(-2.0, 2.0, 3001).astype(np.float32)
+    got = np.zeros_like(a), np.zeros_like(a)
+    want = np.zeros_like(a), np.zeros_like(a)
+    two_regions(a, *got)
+    two_regions.python(a, *want)
+    assert sorted(levels) == [cpu.LIGHT_PIPELINE, 3, 3]  # the entry's part and one per region
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
