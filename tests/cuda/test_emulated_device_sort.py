@@ -114,3 +114,24 @@ def test_segment_sums_on_the_device(emulated_device):
     expected, starts = np.unique(keys, return_index=True)
     np.testing.assert_array_equal(unique.numpy(), expected)
     np.testing.assert_array_equal(sums.numpy(), np.add.reduceat(values.astype(np.int64), starts))
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint16, np.int32, np.uint32, np.int64,
+                                   np.uint64, np.float32, np.float64])
+def test_every_device_sort_variant_assembles(dtype):
+    from kdsl import types as T
+    from kdsl.codegen import nvvm
+    from kdsl.primitives import kernels
+
+    try:
+        nvvm.nvvm_version()
+    except nvvm.NvvmUnavailable:
+        pytest.skip("libNVVM or cuda-python not installed")
+    t = T.scalar_from_numpy(np.dtype(dtype))
+    keys = np.zeros(4, dtype)
+    ptxs = [kernels.sort_kernel(t).ptx(keys), kernels.argsort_kernel(t).ptx(keys, np.zeros(4, np.int64)),
+            kernels.sort_by_key_kernel(t, T.f32).ptx(keys, np.zeros(4, np.float32))]
+    for ptx in ptxs:
+        assert "shfl.sync.up.b32" in ptx
+        if nvvm.ptxas() is not None:
+            nvvm.check_with_ptxas(ptx)

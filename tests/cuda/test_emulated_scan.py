@@ -179,3 +179,20 @@ def test_emulated_shuffles_follow_ptx(emulated_device):
     for k, (mode, b, c, mask) in enumerate(_CASES):
         np.testing.assert_array_equal(out[k * 64:(k + 1) * 64], ptx_shuffle(values, mode, b, c, mask),
                                       err_msg=f"shfl.sync.{mode} b={b} c={c:#x} mask={mask:#x}")
+
+
+@kd.kernel
+def scans_under_control_flow(a: kd.Array[kd.i32], flag: kd.bool_, out: kd.Array[kd.i64]):
+    for r in range(3):  # a serial loop on the host, launching the scan each time
+        if flag:
+            c = kd.cumsum(a)
+            for i in kd.prange(c.shape[0]):
+                out[i] += c[i] * (r + 1)
+
+
+def test_scans_in_host_loops_and_branches(emulated_device):
+    a = np.random.default_rng(8).integers(-50, 50, 700).astype(np.int32)
+    for flag in (True, False):
+        d_out = kd.array(np.zeros(700, np.int64), device="cuda")
+        scans_under_control_flow(kd.array(a, device="cuda"), flag, d_out)
+        np.testing.assert_array_equal(d_out.numpy(), np.cumsum(a) * 6 if flag else 0)
