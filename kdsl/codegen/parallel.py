@@ -39,7 +39,7 @@ from kdsl.codegen.llvm_types import (
     i64,
     unflatten,
 )
-from kdsl.codegen.parallel_copies import CopyScopes, PrivateCopies, scatter_targets
+from kdsl.codegen.parallel_copies import CopyScopes, Owned, PrivateCopies, scatter_targets
 from kdsl.codegen.parallel_cost import body_cost, has_inner_loop
 from kdsl.codegen.parallel_team import HEADER_T, MAX_CHUNKS, REGION_T, TeamRuntime
 from kdsl.ir.analysis import free_values
@@ -162,7 +162,7 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
         many_updates = bool(op.attrs.get("many_updates")) and bool(targets)
         if many_updates:  # arrays too large to copy for a team: this thread alone
             nthreads = self.b.select(self._small_enough(targets), nthreads, ir.Constant(i32, 1))
-        owned = frozenset(self._first_thread_owns(targets) if many_updates else ())
+        owned = self._first_thread_owns(targets, free) if many_updates else None
         copies = self._private_copies(targets, extents, nthreads, many_updates, owned)
         if many_updates:  # a copy memory could not hold: a MemoryError, not a crash
             failed = self._copies_failed(targets, copies, nthreads, owned)
@@ -176,6 +176,8 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
             fields.extend(flatten(self.values[v], v.type))
         for buffer, total in copies:
             fields.extend([buffer, total])
+        if owned is not None:
+            fields.append(owned.first)
         partials = []
         for t in types:
             lt = flat_types(t)[0]
@@ -232,7 +234,7 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
     def _emit_region(self, body: Block, struct_t: ir.LiteralStructType,
                      fields: list[ir.Value], ndim: int, free: list[Value], targets: list[Value],
                      types: list[Any], kinds: tuple[str, ...],
-                     copies_only: bool, owned: frozenset[Value] = frozenset()) -> ir.Function:
+                     copies_only: bool, owned: Owned | None = None) -> ir.Function:
         """The loop body as ``region(ctx, lower, upper, chunk, tid, single)``: axis 0 from
         ``lower`` to ``upper``, its reduction partials stored as chunk ``chunk``'s; ``tid``
         is the thread's number and ``single`` whether it runs alone.
@@ -271,13 +273,15 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
             self.values[v] = unflatten(v.type, loaded[position:position + width])
             position += width
         self.single_thread = single
+        # whether the first thread's copies of the owned targets are the arrays themselves
+        owns = loaded[position + 2 * len(targets)] if owned is not None else None
         for array in targets:
             buffer, total = loaded[position], loaded[position + 1]
             position += 2
             scalar_t = T.element_scalar(array.type.dtype)
-            if array in owned:  # the first thread's copy is the array itself
+            if owned is not None and owns is not None and array in owned.targets:
                 private = self._first_thread_view(self.values[array], buffer, tid, total,
-                                                  scalar_t)
+                                                  scalar_t, owns)
             else:
                 private = self._private_view(self.values[array], buffer, tid, total, scalar_t)
             if copies_only:
@@ -287,6 +291,8 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
             # a team of one updates the array itself as its copy: one plain path, not two
             self.private_copies[array] = (self.b.or_(use_copy, single),
                                           self._own_when_alone(self.values[array], private))
+        if owns is not None:
+            position += 1
         self.copy_scope = CopyScopes() if copies_only else None
         partials = loaded[position:]
         accs = [self._identity(kind, t) for kind, t in zip(kinds, types)]

@@ -11,9 +11,11 @@ In a loop marked ``many_updates`` (a gradient's reverse sweep) every thread, eve
 running alone, updates memory of its own: the region has one path, plain updates of
 memory it knows no other access touches (alias-scope metadata, so that loops vectorise
 without run-time overlap checks). The first thread updates a contiguous array the kernel
-was given or made (not a view: no other array of the region shares its memory) itself,
-the others a copy each: a thread alone allocates, zeroes and adds back nothing, two
-threads one copy. Where a team would need copies of an array too large,
+was given or made itself, the others a copy each (a thread alone allocates, zeroes and
+adds back nothing, two threads one copy), when every array of the region is contiguous
+and, checked at run time, no other one shares memory with it (an array passed for two
+arguments, whose adjoints are then one array: two targets, or a target and an array the
+region reads, must see each other's memory as apart, as copies are). Where a team would need copies of an array too large,
 the loop runs on the calling thread instead: every thread updating every element
 atomically is far slower than one thread's plain updates (85 times slower than the
 copies, on two threads, for the n-body energy's gradient), and choosing between the two
@@ -23,6 +25,7 @@ paths at each update would make LLVM optimise and vectorise both versions of eve
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
@@ -66,6 +69,15 @@ def scatter_targets(body: Block, free: list[Value]) -> list[Value]:
     return targets
 
 
+@dataclass(frozen=True)
+class Owned:
+    """The targets of a ``many_updates`` loop its first thread may update itself, and
+    ``first``: whether it does (an i64, 1 or 0, checked at run time)."""
+
+    targets: frozenset[Value]
+    first: ir.Value
+
+
 class PrivateCopies:
     """The private-copy part of the parallel-loop emitter (mixed into ParallelLoops, and
     so into KernelEmitter, whose builder, values and helpers it uses)."""
@@ -78,17 +90,43 @@ class PrivateCopies:
     if TYPE_CHECKING:
         def __getattr__(self, name: str) -> Any: ...
 
-    def _first_thread_owns(self, targets: list[Value]) -> set[Value]:
-        """The targets of a ``many_updates`` loop that its first thread updates itself:
-        contiguous arguments of the kernel and arrays it makes (a view may share memory
-        with another array the region reads)."""
+    def _first_thread_owns(self, targets: list[Value], free: list[Value]) -> Owned | None:
+        """The targets of a ``many_updates`` loop that its first thread may update itself
+        (contiguous arguments of the kernel and arrays it makes, in a region whose arrays
+        are all contiguous), and whether it does: they share no memory with the region's
+        other arrays."""
+        arrays = [v for v in free if isinstance(v.type, T.ArrayType)]
+        if not arrays or not all(a.type.contiguous for a in arrays):
+            return None
         made = set(self.kernel.args)
         made.update(op.result for op in self.kernel.body.walk() if op.name == "array_new")
-        return {a for a in targets if a.type.contiguous and a in made}
+        owned = frozenset(a for a in targets if a in made)
+        if not owned:
+            return None
+        apart: ir.Value = ir.Constant(ir.IntType(1), 1)
+        spans = {a: self._span(a) for a in arrays}
+        for target in owned:
+            start, end = spans[target]
+            for other in arrays:
+                if other is not target:
+                    other_start, other_end = spans[other]
+                    disjoint = self.b.or_(self.b.icmp_unsigned("<=", end, other_start),
+                                          self.b.icmp_unsigned("<=", other_end, start))
+                    apart = self.b.and_(apart, disjoint)
+        return Owned(owned, self.b.zext(apart, i64))
+
+    def _span(self, array: Value) -> tuple[ir.Value, ir.Value]:
+        """The first and last-plus-one addresses of a contiguous array's elements."""
+        view: ArrayView = self.values[array]
+        total: ir.Value = ir.Constant(i64, T.element_scalar(array.type.dtype).itemsize)
+        for size in view.shape:
+            total = self.b.mul(total, size)
+        start = self.b.ptrtoint(view.data, i64)
+        return start, self.b.add(start, total)
 
     def _private_copies(self, targets: list[Value], extents: list[ir.Value],
                         nthreads: ir.Value, many_updates: bool = False,
-                        owned: frozenset[Value] = frozenset()) -> list[tuple[ir.Value, ir.Value]]:
+                        owned: Owned | None = None) -> list[tuple[ir.Value, ir.Value]]:
         """(buffer, element count) per scatter target; the buffer is null when not worth it
         (or memory could not hold it), and freed by _add_private_copies.
         ``many_updates``: each iteration updates many elements (a serial loop of updates,
@@ -107,8 +145,8 @@ class PrivateCopies:
                 total = self.b.mul(total, size)
             worth: ir.Value = ir.Constant(ir.IntType(1), 1)
             count = threads
-            if array in owned:
-                count = self.b.sub(threads, ir.Constant(i64, 1))
+            if owned is not None and array in owned.targets:
+                count = self.b.sub(threads, owned.first)
                 worth = self.b.icmp_signed(">", count, ir.Constant(i64, 0))
             elif not many_updates:
                 worth = self.b.and_(
@@ -130,14 +168,15 @@ class PrivateCopies:
         return copies
 
     def _copies_failed(self, targets: list[Value], copies: list[tuple[ir.Value, ir.Value]],
-                       nthreads: ir.Value, owned: frozenset[Value]) -> ir.Value:
+                       nthreads: ir.Value, owned: Owned | None) -> ir.Value:
         """Whether memory could not hold a copy a ``many_updates`` loop needs."""
         failed: ir.Value = ir.Constant(ir.IntType(1), 0)
-        team = self.b.icmp_signed(">", nthreads, ir.Constant(nthreads.type, 1))
         for array, (buffer, _) in zip(targets, copies):
             missing = self.b.icmp_unsigned("==", buffer, ir.Constant(i8_ptr, None))
-            if array in owned:  # a thread alone needs no copy
-                missing = self.b.and_(missing, team)
+            if owned is not None and array in owned.targets:  # a thread alone needs none
+                count = self.b.sub(self.b.zext(nthreads, i64), owned.first)
+                missing = self.b.and_(missing, self.b.icmp_signed(">", count,
+                                                                  ir.Constant(i64, 0)))
             failed = self.b.or_(failed, missing)
         return failed
 
@@ -153,7 +192,7 @@ class PrivateCopies:
         return fits
 
     def _add_private_copies(self, targets: list[Value], copies: list[tuple[ir.Value, ir.Value]],
-                            nthreads: ir.Value, owned: frozenset[Value] = frozenset()) -> None:
+                            nthreads: ir.Value, owned: Owned | None = None) -> None:
         for array, (buffer, total) in zip(targets, copies):
             view: ArrayView = self.values[array]
             scalar_t = T.element_scalar(array.type.dtype)
@@ -161,8 +200,8 @@ class PrivateCopies:
             used = self.b.icmp_unsigned("!=", buffer, ir.Constant(i8_ptr, None))
             if array.type.contiguous:  # element k of the array is element k of each copy
                 count = self.b.zext(nthreads, i64)
-                if array in owned:  # the first thread's updates are in the array already
-                    count = self.b.sub(count, ir.Constant(i64, 1))
+                if owned is not None and array in owned.targets:  # the first thread's
+                    count = self.b.sub(count, owned.first)  # updates are in it already
                 with self.b.if_then(used):
                     self.b.call(self._merge_helper(scalar_t), [
                         self.b.bitcast(view.data, i8_ptr), buffer, total, count])
@@ -241,15 +280,17 @@ class PrivateCopies:
                           for a, b in zip(own.strides, private.strides)])
 
     def _first_thread_view(self, own: ArrayView, buffer: ir.Value, tid: ir.Value,
-                           total: ir.Value, scalar_t: T.ScalarType) -> ArrayView:
-        """The array itself for thread 0, copy ``tid - 1`` for the others (a contiguous
-        array: its strides are its copies')."""
-        private = self._private_view(own, buffer, self.b.sub(tid, ir.Constant(i64, 1)), total,
-                                     scalar_t)
+                           total: ir.Value, scalar_t: T.ScalarType,
+                           owns: ir.Value) -> ArrayView:
+        """Where ``owns`` (1, or 0: the first thread updates the array itself or not), the
+        array itself for thread 0 and copy ``tid - 1`` for the others; else copy ``tid``
+        (a contiguous array: its strides are its copies')."""
+        private = self._private_view(own, buffer, self.b.sub(tid, owns), total, scalar_t)
         data = private.data
         if data.type != own.data.type:
             data = self.b.bitcast(data, own.data.type)
-        first = self.b.icmp_signed("==", tid, ir.Constant(i64, 0))
+        first = self.b.and_(self.b.icmp_signed("==", tid, ir.Constant(i64, 0)),
+                            self.b.icmp_signed("!=", owns, ir.Constant(i64, 0)))
         return ArrayView(self.b.select(first, own.data, data), list(own.shape),
                          private.strides)
 

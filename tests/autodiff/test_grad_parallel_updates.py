@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from finite_differences import central_differences
 
 import kdsl as kd
 from kdsl.codegen import parallel_copies
@@ -88,8 +89,9 @@ def test_repeated_calls_accumulate_nothing_stale(threads) -> None:
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_strided_arguments_next_to_contiguous_ones(threads) -> None:
-    """The first thread adds into a contiguous adjoint array itself and the others into
-    copies; a strided argument's adjoint is copied for every thread. Both in one loop."""
+    """A strided argument's adjoint, next to a contiguous one, in one loop: every
+    thread adds into copies of both (the first thread adds into a contiguous adjoint array
+    itself only where every array of the loop is contiguous)."""
     kd.set_num_threads(threads)
     rng = np.random.default_rng(13)
     x_every_other = rng.uniform(0.5, 1.5, 74)
@@ -100,3 +102,29 @@ def test_strided_arguments_next_to_contiguous_ones(threads) -> None:
     ref_x, ref_y = _reference(x, y)
     np.testing.assert_allclose(gx, ref_x, rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(gy, ref_y, rtol=1e-10, atol=1e-10)
+
+
+@kd.kernel
+def _cross_pairs(a: kd.Array[kd.f64], b: kd.Array[kd.f64]) -> kd.f64:
+    total = 0.0
+    for i in kd.prange(a.shape[0]):
+        e = 0.0
+        for j in range(b.shape[0]):
+            e += kd.sin(a[i] * b[j] + 0.1 * j)
+        total += e
+    return total
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_one_array_for_two_arguments_through_a_tape(threads) -> None:
+    """The tape passes one adjoint array for both arguments: the first thread must not
+    add into it as if it were two arrays apart (it adds into a copy, as the others do)."""
+    kd.set_num_threads(threads)
+    x0 = np.random.default_rng(14).random(41)
+    x = kd.array(x0, requires_grad=True)
+    with kd.Tape() as tape:
+        energy = _cross_pairs(x, x)
+    tape.backward(energy)
+    expected = central_differences(lambda p: _cross_pairs.python(p, p), x0)
+    np.testing.assert_allclose(x.grad.numpy(), expected, rtol=1e-7, atol=1e-7)
+    assert np.abs(expected).max() > 1.0
