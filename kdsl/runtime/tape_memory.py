@@ -64,6 +64,28 @@ class CopyPool:
         np.copyto(out, data)
         return out
 
+    def free_list(self, data: np.ndarray) -> list[np.ndarray] | None:
+        """The free arrays of ``data``'s shape and dtype (the same list for as long as
+        the pool lives; it fills as tapes give their copies back), for ``copy_with``;
+        None for copies that come from malloc."""
+        if data.nbytes < self.smallest:
+            return None
+        with self.lock:
+            return self.free.setdefault((data.shape, data.dtype), [])
+
+    def copy_with(self, free: list[np.ndarray] | None, data: np.ndarray) -> np.ndarray:
+        """``copy(data)``, given its ``free_list``."""
+        if free is None:
+            return data.copy()
+        try:
+            out = free.pop()
+        except IndexError:
+            return self.copy(data)
+        with self.lock:
+            self.bytes -= out.nbytes
+        np.copyto(out, data)
+        return out
+
     def _of_the_same_size(self, data: np.ndarray) -> np.ndarray | None:
         """A free array of ``data``'s size in bytes, seen with its shape and dtype."""
         with self.lock:

@@ -69,8 +69,11 @@ class Repeat:
         self.watched = tuple(k for k in plan.float_arrays
                              if k not in call.argnums and type(call.args[k]) is DeviceArray)
         positions = {id(call.args[k]): k for k in plan.written}
-        # (id, position, None to copy it or the scratch array passed in its place)
-        self.copies = tuple((key, positions[key], scratch.get(key)) for key in call.snapshots)
+        # (id, position, None to copy it or the scratch array passed in its place, the
+        # pool's free arrays of its kind)
+        self.copies = tuple((key, positions[key], scratch.get(key),
+                             COPIES.free_list(call.plain[positions[key]]))
+                            for key in call.snapshots)
         self.copied_bytes = copied_bytes
         self.argnums, self.written, self.keep = call.argnums, call.written, call.keep
         self.reverse: _RepeatedReverse | None = None
@@ -108,8 +111,8 @@ class Repeat:
         if not self.plan.current():
             return SLOW
         taken = {}
-        for key, k, scratch in self.copies:
-            taken[key] = COPIES.copy(plain[k]) if scratch is None else scratch
+        for key, k, scratch, free in self.copies:
+            taken[key] = COPIES.copy_with(free, plain[k]) if scratch is None else scratch
         plain_args = tuple(plain)
         fast = self.fast
         raw = fast.function(*plain_args)
