@@ -113,6 +113,8 @@ _FUNCTIONS = (
     MathFunction("fma", _per_element(_fma), arity=3, numpy_names=(),
                  in_math_module=hasattr(math, "fma"), intrinsic="fma",
                  doc="x * y + z rounded once"),
+    MathFunction("rint", np.rint, in_math_module=False, intrinsic="rint",
+                 doc="the nearest integer, halves to even (np.rint; Python's round)"),
     MathFunction("sign", np.sign, result=Result.SAME, in_math_module=False,
                  doc="-1, 0 or 1 with the operand's type (NaN for NaN)"),
     MathFunction("isnan", np.isnan, result=Result.BOOL),

@@ -39,3 +39,24 @@ def test_and_or_give_one_of_their_operands(rng):
         assert out[i, 0] == (a[i] or x[i]) and out[i, 1] == (a[i] and x[i])
     debug = kd.kernel(operands_decide.py_function, debug=True)
     debug(a, x, flags, out)  # no out-of-bounds read of a[n]
+
+
+@kd.kernel
+def rounded(x: kd.Array[kd.f32], n: kd.Array[kd.i32], out: kd.Array[kd.f32, 2]):
+    for i in kd.prange(x.shape[0]):
+        out[i, 0] = round(x[i])  # halves to even, as Python: round(2.5) == 2
+        out[i, 1] = np.round(x[i] * 3.0) + np.rint(x[i])
+        out[i, 2] = round(n[i]) + np.round(n[i])
+    return round(x[0]), np.round(x), np.round(kd.vec2(x[0], x[1]))
+
+
+def test_round_halves_to_even_as_python_and_numpy(rng):
+    x = (rng.integers(-20, 20, 64) / 2).astype(np.float32)  # many halves
+    x[-8:] = rng.normal(size=8) * 10
+    n = rng.integers(-9, 9, 64).astype(np.int32)
+    out = np.zeros((64, 3), np.float32)
+    first, whole, vector = check(rounded, x, n, out)
+    assert type(first) is int or isinstance(first, np.integer)
+    np.testing.assert_array_equal(out[:, 0], np.array([round(float(v)) for v in x]))
+    np.testing.assert_array_equal(whole, np.round(x))
+    assert whole.dtype == np.float32 and vector.dtype == np.float32
