@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from kdsl_cpu_util import check
 
 import kdsl as kd
@@ -60,3 +61,31 @@ def test_round_halves_to_even_as_python_and_numpy(rng):
     np.testing.assert_array_equal(out[:, 0], np.array([round(float(v)) for v in x]))
     np.testing.assert_array_equal(whole, np.round(x))
     assert whole.dtype == np.float32 and vector.dtype == np.float32
+
+
+@kd.kernel
+def countdowns(a: kd.Array[kd.f64], start: kd.i64, stop: kd.i64, step: kd.i64,
+               out: kd.Array[kd.f64]):
+    count = 0
+    for i in reversed(range(a.shape[0])):
+        out[0] = out[0] * 0.5 + a[i]
+    for i in reversed(range(start, stop)):
+        out[1] = out[1] * 0.5 + a[i]
+    for i in reversed(range(start, stop, step)):
+        out[2] = out[2] * 0.5 + a[i] + i
+        count += 1
+    for i in kd.prange(2):
+        for j in reversed(range(i, a.shape[0], 3)):
+            out[3 + i] += a[j] * (j + 1)
+    return count
+
+
+@pytest.mark.parametrize("start, stop, step", [
+    (0, 20, 1), (2, 17, 3), (17, 2, -3), (5, 5, 2), (19, 0, -1), (3, 20, 7), (10, 1, -4),
+    (0, 20, -1),
+])
+def test_reversed_ranges_visit_the_range_backwards(rng, start, stop, step):
+    a = rng.random(20)
+    out = np.zeros(5)
+    count = check(countdowns, a, start, stop, step, out)
+    assert count == len(range(start, stop, step))
