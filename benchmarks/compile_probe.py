@@ -3,7 +3,8 @@ or ``python compile_probe.py {kdsl,numba} tensor`` for the tensor-kernel row.
 
 Prints one JSON line: ``import`` (seconds to import the library, first thing in the
 process; for ``numpy`` that is all), and for kdsl and numba ``first_call`` (the first n-body call: compile or cache load, plus one run),
-``run`` (best of three later calls) and a correctness check against NumPy. The cache
+``run`` (best of three later calls), the first call's CPU time (``first_call_cpu``, all
+threads; ``first_call_main_cpu``, the calling thread) and a correctness check against NumPy. The cache
 directory comes from ``KDSL_CACHE_DIR`` / ``NUMBA_CACHE_DIR``, set by the caller.
 """
 
@@ -92,9 +93,11 @@ def main() -> None:
     acc = np.zeros_like(pos)
     cutoff = np.float32(LJ_CUTOFF)
 
-    start = time.perf_counter()
+    start, cpu, main_cpu = time.perf_counter(), time.process_time(), time.thread_time()
     forces(pos, acc, cutoff)
     first_call = time.perf_counter() - start
+    # CPU time: what a busy machine changes least (all threads, and this thread alone)
+    first_call_cpu, first_call_main_cpu = time.process_time() - cpu, time.thread_time() - main_cpu
 
     runs = []
     for _ in range(3):
@@ -108,6 +111,8 @@ def main() -> None:
     result = {
         "import": import_s,
         "first_call": first_call,
+        "first_call_cpu": first_call_cpu,
+        "first_call_main_cpu": first_call_main_cpu,
         "run": min(runs),
         "max_abs_diff": float(np.abs(acc - want).max()),
         "max_abs": float(np.abs(want).max()),
