@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import reprlib
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -147,10 +148,15 @@ def _compiled_methods(fields: list[dataclasses.Field], frozen: bool, compared: t
     source = [f"def __kdsl_make({', '.join(values)}):",
               f"    def __init__(self{''.join(', ' + p for p in params)}):", body]
     made = ["__init__"]
-    if compared is not None:
-        source += ["    def __eq__(self, other):",
-                   "        if other.__class__ is self.__class__:",
-                   f"            return {_tuple('self', compared)} == {_tuple('other', compared)}",
+    if compared is not None:  # as the standard __eq__ of this Python compares
+        if sys.version_info >= (3, 13):  # field by field (NaN unequal to itself)
+            test = " and ".join(f"self.{f} == other.{f}" for f in compared) or "True"
+            source += ["    def __eq__(self, other):", "        if self is other:",
+                       "            return True"]
+        else:  # as tuples (the same NaN object equal to itself)
+            test = f"{_tuple('self', compared)} == {_tuple('other', compared)}"
+            source += ["    def __eq__(self, other):"]
+        source += ["        if other.__class__ is self.__class__:", f"            return {test}",
                    "        return NotImplemented"]
         made.append("__eq__")
     if hashed is not None:
