@@ -9,6 +9,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from kdsl.runtime.arguments import Parameter, argument_key, parameter_for
 from kdsl.runtime.arrays import DeviceArray
 from kdsl.runtime.fast_call import SLOW, FastCall, fast_call_for
@@ -25,6 +27,26 @@ def _debug_default() -> bool:
     return os.environ.get("KDSL_DEBUG", "0") not in ("0", "", "false", "False", "no", "off")
 
 
+def _as_vector_values(vectors: dict[int | str, Any], args: tuple,
+                     kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """``args`` and ``kwargs`` with those of the vector parameters made vector values."""
+    from kdsl import types as T
+    from kdsl.builtins import Matrix, Vector
+
+    def converted(value: Any, t: Any) -> Any:
+        try:
+            array = np.array(value, dtype=T.element_scalar(t).numpy_dtype)
+        except (TypeError, ValueError):
+            return value  # the func's own code reports what it cannot use
+        if array.shape != tuple(t.shape):
+            return value  # not one vector (many, as NumPy broadcasts them): as given
+        return array.view(Vector if isinstance(t, T.VectorType) else Matrix)
+
+    args = tuple(converted(a, vectors[k]) if k in vectors else a for k, a in enumerate(args))
+    kwargs = {n: converted(a, vectors[n]) if n in vectors else a for n, a in kwargs.items()}
+    return args, kwargs
+
+
 class Func:
     """A function callable from kernels (inlined there) and from Python as plain Python."""
 
@@ -38,15 +60,39 @@ class Func:
         self.custom_gradient: Func | None = None
         functools.update_wrapper(self, fn)
         self._draws: bool | None = None
+        self._vectors: dict[int | str, Any] | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from kdsl.random_numbers import active_stream, call_drawing_func
         from kdsl.runtime.python_rewrite import plain_python_function
 
         function = plain_python_function(self.py_function)
+        vectors = self._vector_parameters()
+        if vectors:
+            args, kwargs = _as_vector_values(vectors, args, kwargs)
         if active_stream() is not None and self.draws_random_numbers():
             return call_drawing_func(function, args, kwargs)
         return function(*args, **kwargs)
+
+    def _vector_parameters(self) -> dict[int | str, Any]:
+        """The parameters annotated with a vector or matrix type, by position and by name,
+        each with its type: called as plain Python, their arguments become vector values
+        (copies, as a kernel passes them), so ``v == w`` is refused as compiled."""
+        if self._vectors is None:
+            from kdsl import types as T
+            from kdsl.frontend.annotations import parameter_annotations
+            from kdsl.frontend.source import read_function
+
+            try:
+                annotations = parameter_annotations(self.py_function)
+                names = [a.arg for a in read_function(self.py_function).tree.args.args]
+            except Exception:  # noqa: BLE001 - a func that cannot compile still runs as Python
+                annotations, names = [], []
+            self._vectors = {}
+            for position, (name, t) in enumerate(zip(names, annotations)):
+                if isinstance(t, (T.VectorType, T.MatrixType)):
+                    self._vectors[position] = self._vectors[name] = t
+        return self._vectors
 
     def grad(self, gradient: Callable[..., Any]) -> Func:
         """``@f.grad`` defines f's gradient by hand: a function of f's arguments and the

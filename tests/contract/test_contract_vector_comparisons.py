@@ -62,3 +62,40 @@ def test_comparisons_of_components_still_work_in_both_modes(rng):
     out = np.full(64, 9, dtype=np.int32)
     check(component_compare, pos, out)
     assert 0 < out.sum() < 3 * 64
+
+
+@kd.func
+def same_point(v: kd.vec3, w: kd.vec3):
+    return v == w
+
+
+@kd.func
+def above_half(v: kd.vec3):
+    return kd.where(v > 0.5, 1.0, 0.0)
+
+
+@kd.func
+def moved_up(v: kd.vec3, by: kd.f32):
+    v.y += by  # a vector is a value: the caller's array is not changed
+    return v
+
+
+@pytest.mark.parametrize("args", [
+    ([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]),  # lists: Python's == would say True
+    (np.ones(3), np.ones(3)),  # arrays: NumPy's == would be elementwise
+    (kd.vec3(1.0), np.ones(3, np.float32)),
+])
+def test_a_func_called_from_python_refuses_vector_comparisons_as_compiled(args):
+    with pytest.raises(kd.CompileError, match="comparison of vec3 and vec3: only scalars"):
+        same_point(*args)
+    with pytest.raises(kd.CompileError, match="comparison of vec3 and f64"):
+        above_half(args[0])
+
+
+def test_a_func_called_from_python_takes_vector_arguments_by_value():
+    position = np.array([1.0, 2.0, 3.0])
+    moved = moved_up(position, 0.5)
+    assert moved.tolist() == [1.0, 2.5, 3.0] and moved.y == np.float32(2.5)
+    assert position.tolist() == [1.0, 2.0, 3.0]
+    many = np.array([[0.25, 0.75, 1.0], [1.0, 0.0, 0.5]])  # not one vec3: NumPy's own
+    np.testing.assert_array_equal(above_half(many), [[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
