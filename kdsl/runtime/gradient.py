@@ -163,6 +163,8 @@ class Gradient:
         if keywords:
             args = self.primal.bind_keywords(args, keywords)
         args = tuple(map(shared_foreign_array, self.primal.with_defaults(args)))
+        if len(args) > len(inspect.signature(self.primal.py_function).parameters):
+            self.primal._check_count(args)  # a TypeError as a call of the kernel gives
         params, adjoints = self._arguments(args)
         value, *scalars, saved_bytes = self.kernel(*args, *adjoints)
         self.saved_bytes = int(saved_bytes)
@@ -258,6 +260,8 @@ def check_grad(kernel: Kernel, *args: Any, argnums: int | Sequence[int] = 0,
     """Compares ``kd.grad(kernel, argnums)`` with central finite differences in float64
     (in the arguments' own precision where the kernel accepts nothing else); raises
     AssertionError naming the worst element. Returns the largest scaled error."""
+    if not isinstance(kernel, Kernel):
+        raise TypeError(f"kd.check_grad needs a @kd.kernel, got {kernel!r}")
     numbers = tuple(sorted(set(normalized_argnums(kernel, argnums, "kd.check_grad"))))
     wide = list(args)
     for k in numbers:

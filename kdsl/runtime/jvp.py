@@ -87,6 +87,8 @@ def jvp(kernel: Kernel, primals: Sequence[Any], tangents: Sequence[Any]) -> tupl
         raise ValueError(f"kd.jvp({kernel.__name__}): {len(primals)} primals but "
                          f"{len(tangents)} tangents; give one tangent per argument (None for "
                          "none)")
+    primals = kernel.with_defaults(primals)  # the parameters left out hold their defaults
+    tangents = tangents + (None,) * (len(primals) - len(tangents))
     params = kernel.parameters(primals)
     argnums = []
     passed = []

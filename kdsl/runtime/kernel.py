@@ -331,7 +331,8 @@ class Kernel:
     def _check_count(self, args: tuple) -> None:
         names, _ = self._parameter_names()
         if len(args) < len(names):
-            missing = names[len(args):]
+            required = len(names) - len(self.py_function.__defaults__ or ())
+            missing = names[len(args):max(required, len(args) + 1)]
             listed = ", ".join(f"'{name}'" for name in missing)
             raise TypeError(f"{self.__name__}() missing {len(missing)} required argument"
                             f"{'s' if len(missing) > 1 else ''}: {listed}")

@@ -70,3 +70,32 @@ def test_a_column_of_size_one_at_run_time_counts_the_broadcast_size(rng) -> None
     assert kd.check_grad(shifted_total, a, c, 0.5, argnums=(0, 2)) < 1.0
     with pytest.raises(ValueError, match="under a gradient an operand of size 1 on an axis"):
         kd.grad(shifted_total, 1)(a, c, 0.5)  # the column itself: documented as refused
+
+
+@kd.kernel
+def with_defaults(x: kd.Array[kd.f64], w: kd.f64 = 2.0, p: kd.f64 = 3.0) -> kd.f64:
+    s = 0.0
+    for i in kd.prange(x.shape[0]):
+        s += w * x[i] ** 2 + p
+    return s
+
+
+def test_parameters_left_to_their_defaults(rng) -> None:
+    x, direction = rng.random(4), rng.standard_normal(4)
+    value, tangent = kd.jvp(with_defaults, (x,), (direction,))  # was: the tangent taken as w
+    assert np.isclose(value, with_defaults.python(x), rtol=1e-12)
+    assert np.isclose(tangent, 4.0 * x @ direction, rtol=1e-12)
+    _, along_w = kd.jvp(with_defaults, (x, 1.5), (None, 1.0))
+    assert np.isclose(along_w, np.sum(x * x), rtol=1e-12)
+    assert np.isclose(kd.grad(with_defaults, -1)(x, w=1.5), 4.0)
+
+
+def test_calls_with_wrong_arguments_are_type_errors() -> None:
+    x = np.ones(4)
+    for call in (with_defaults, with_defaults.python, kd.grad(with_defaults)):
+        with pytest.raises(TypeError, match=r"missing 1 required argument: 'x'$"):
+            call()
+    with pytest.raises(TypeError, match=r"with_defaults\(\) takes 3 arguments, got 4"):
+        kd.grad(with_defaults)(x, 1.0, 2.0, 3.0)  # was an AttributeError
+    with pytest.raises(TypeError, match="kd.check_grad needs a @kd.kernel"):
+        kd.check_grad(with_defaults.python, x)
