@@ -134,8 +134,9 @@ class Vector(_SmallValue):
                                  f"{self.shape[0]} components")
         np.ndarray.__setitem__(self, indices if len(indices) > 1 else indices[0], value)
 
-    def norm(self) -> Any:
-        return length(self)
+    def norm(self, eps: Any = None) -> Any:
+        """Taichi's: ``sqrt(v.dot(v) + eps)``."""
+        return length(self) if eps is None else MATH["sqrt"](dot(self, self) + eps)
 
     def norm_sqr(self) -> Any:
         return dot(self, self)
@@ -146,8 +147,9 @@ class Vector(_SmallValue):
     def cross(self, other: Any) -> Any:
         return cross(self, other)
 
-    def normalized(self) -> Any:
-        return normalize(self)
+    def normalized(self, eps: Any = None) -> Any:
+        """Taichi's: ``v * (1 / (v.norm() + eps))``."""
+        return normalize(self) if eps is None else (1.0 / (length(self) + eps)) * self
 
     def outer_product(self, other: Any) -> Any:
         return outer(self, other)

@@ -83,8 +83,26 @@ def _norm_sqr(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     return BUILTINS[kb.dot](lo, node, [args[0], args[0]])
 
 
+def _with_epsilon(lo: FunctionLowering, node: ast.Call, method: VectorMethod,
+                  args: list) -> Value:
+    """Taichi's ``v.norm(eps)`` (``sqrt(v.dot(v) + eps)``) and ``v.normalized(eps)``
+    (``v * (1 / (v.norm() + eps))``)."""
+    if len(args) + len(node.keywords) != 1 or any(k.arg != "eps" for k in node.keywords):
+        lo.error(f"{method.attr}() takes one argument, eps", node)
+    eps = lo.value_of(args[0] if args else lo.expr(node.keywords[0].value), node)
+    v = method.receiver
+    if method.attr == "norm":
+        squared = BUILTINS[kb.dot](lo, node, [v, v])
+        return BUILTINS[kb.MATH["sqrt"]](lo, node, [lo.binary("add", squared, eps, node)])
+    length = BUILTINS[kb.length](lo, node, [v])
+    inverse = lo.binary("div", lo.constant(1.0), lo.binary("add", length, eps, node), node)
+    return lo.binary("mul", inverse, v, node)
+
+
 def call_method(lo: FunctionLowering, node: ast.Call, method: VectorMethod, args: list) -> Any:
     """``v.norm()`` is ``kd.length(v)``: the receiver becomes the first argument."""
+    if method.attr in ("norm", "normalized") and (args or node.keywords):
+        return _with_epsilon(lo, node, method, args)
     if node.keywords:
         lo.error("keyword arguments are not supported in kernel calls", node)
     handler = _norm_sqr if method.builtin == "norm_sqr" else BUILTINS[getattr(kb, method.builtin)]

@@ -53,3 +53,27 @@ def compared(symbol: str, left: Any, right: Any, where: tuple[str, int, int, str
             SourceLocation(*where),
         )
     return COMPARISONS[symbol](left, right)
+
+
+def small_power(base: Any, exponent: int) -> Any:
+    """``base ** exponent`` for a literal exponent from 0 to 8, a float computed by
+    squaring as compiled code computes it (``x ** 3`` is ``x * x * x`` rounded after each
+    product, where NumPy's power rounds the exact power once); other types as ``**``."""
+    if exponent == 0 or not _is_float(base):
+        return base ** exponent
+    result = None
+    square = base
+    while exponent:
+        if exponent & 1:
+            result = square if result is None else result * square
+        exponent >>= 1
+        if exponent:
+            square = square * square
+    return result
+
+
+def _is_float(value: Any) -> bool:
+    if isinstance(value, float):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return isinstance(dtype, np.dtype) and dtype.kind == "f"

@@ -35,7 +35,7 @@ _IN_PLACE: dict[type, Callable[[Any, Any], Any]] = {
 }
 _OPERATOR_NAMES = {op: f"_kd_op_{op.__name__}" for op in _IN_PLACE}
 HELPERS = ("_kd_getitem", "_kd_setitem", "_kd_augitem", "_kd_setcomponent", "_kd_augcomponent",
-           "_kd_convert", "_kd_compare")
+           "_kd_convert", "_kd_compare", "_kd_power")
 
 
 def _plain_index(node: ast.expr) -> bool:
@@ -188,6 +188,19 @@ class _CheckComparisons(ast.NodeTransformer):
         return ast.copy_location(call, node)
 
 
+class _SmallPowers(ast.NodeTransformer):
+    """``x ** 3`` (a literal exponent from 0 to 8) becomes ``_kd_power(x, 3)``: products by
+    squaring, as compiled code computes it (NumPy's power of a float rounds otherwise)."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        node = self.generic_visit(node)  # type: ignore[assignment]
+        exponent = node.right
+        if not (isinstance(node.op, ast.Pow) and isinstance(exponent, ast.Constant)
+                and type(exponent.value) is int and 0 <= exponent.value <= 8):
+            return node
+        return ast.copy_location(_call("_kd_power", node.left, exponent), node)
+
+
 # per function: the code object it was rewritten for (a reload swaps it) and the result
 _REWRITTEN: weakref.WeakKeyDictionary[Callable[..., Any], tuple[Any, Callable[..., Any]]] = (
     weakref.WeakKeyDictionary())
@@ -219,6 +232,7 @@ def _rewrite(fn: Callable[..., Any]) -> Callable[..., Any]:
     tree.decorator_list = []
     tree = _RouteSubscripts(integer_loop_variables(tree)).visit(tree)
     tree = _CheckComparisons(source.file, source.first_line, tree.name).visit(tree)
+    tree = _SmallPowers().visit(tree)
     original_free = fn.__code__.co_freevars
     helper_names = list(HELPERS) + list(_OPERATOR_NAMES.values())
     # a factory whose parameters become the rewritten function's free variables

@@ -164,3 +164,34 @@ def test_stable_fluids_advection(rng):
     check(advect, velocity, dye, out, 0.5)
     assert dye.min() <= out.min() and out.max() <= dye.max()  # bilinear: no new extremes
     assert not np.array_equal(out, dye)
+
+
+# --- Taichi's n-body: v.norm(eps) and v.normalized(eps) ---
+
+BODIES = 48
+
+
+@kd.kernel(fastmath=False)
+def gravity(pos: kd.Array[kd.vec2], force: kd.Array[kd.vec2], direction: kd.Array[kd.vec2]):
+    for i in kd.prange(BODIES):
+        p = pos[i]
+        total = kd.vec2(0.0)
+        for j in range(BODIES):
+            if i != j:
+                diff = p - pos[j]
+                r = diff.norm(1e-5)  # Taichi's: sqrt(diff.dot(diff) + eps)
+                total += -25.0 * (1.0 / r) ** 3 * diff
+        force[i] = total
+        direction[i] = total.normalized(eps=1e-6)
+
+
+def test_taichi_norm_and_normalized_take_an_epsilon(rng):
+    pos = rng.random((BODIES, 2)).astype(np.float32)
+    force = np.zeros_like(pos)
+    direction = np.zeros_like(pos)
+    check(gravity, pos, force, direction)
+    lengths = np.sqrt((direction.astype(np.float64) ** 2).sum(1))
+    np.testing.assert_allclose(lengths, 1.0, rtol=1e-4)
+    v = kd.vec2(3.0, 4.0)
+    assert v.norm(11.0) == np.float32(6.0) and v.norm() == np.float32(5.0)
+    assert v.normalized(5.0).tolist() == [0.30000001192092896, 0.4000000059604645]

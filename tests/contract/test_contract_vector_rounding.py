@@ -49,3 +49,22 @@ def test_products_of_vectors_in_plain_python():
     assert np.array_equal(m @ m, [[7.0, 10.0], [15.0, 22.0]])
     assert (m @ m).dtype == np.float32 and (m @ m)[0].x == 7.0  # still a matrix of vectors
     assert kd.dot(kd.ivec2(2, 3), kd.ivec2(4, 5)) == 23
+
+
+@kd.kernel(fastmath=False)
+def small_powers(x: kd.Array[kd.f32], y: kd.Array[kd.f64], out: kd.Array[kd.f64, 2]):
+    for i in kd.prange(x.shape[0]):
+        out[i, 0] = x[i] ** 3  # by squaring, rounded after each product, in both modes
+        out[i, 1] = (1.0 / x[i]) ** 7
+        out[i, 2] = y[i] ** 5 - y[i] ** 2
+        out[i, 3] = (kd.vec2(x[i], 1.5) ** 3).x
+        out[i, 4] = x[i] ** 0.5  # not a small integer: the C library's pow in both
+
+
+def test_small_integer_powers_round_as_compiled(rng):
+    n = 400  # NumPy's power of a float32 differs from x * x * x on about a fifth of these
+    x = (rng.random(n) * 3 + 0.1).astype(np.float32)
+    y = rng.random(n) * 3
+    out = np.zeros((n, 5))
+    check(small_powers, x, y, out)
+    np.testing.assert_allclose(out[:, 0], x.astype(np.float64) ** 3, rtol=1e-6)
