@@ -89,6 +89,7 @@ class DeviceEmitter(KernelEmitter):
         self.module.triple = NVPTX_TRIPLE
         self.module.data_layout = NVPTX_DATA_LAYOUT
         self.functions: list[DeviceFunction] = []
+        self.scan_kernel_indices: dict[tuple, int] = {}  # see device_scan.scan_kernels
         version = self.module.add_metadata([ir.Constant(i32, 2), ir.Constant(i32, 0)])
         self.module.add_named_metadata("nvvmir.version", version)
 

@@ -43,7 +43,7 @@ MAX_SCAN_BLOCKS = 1024  # block sums fit the scratch buffer's partials
 def scan_kernels(device: DeviceEmitter, source: T.ScalarType, result: T.ScalarType) -> tuple[int, int]:
     """The indices (in ``device.functions``) of the ``reduce`` kernel of ``source`` values
     and the ``scan`` kernel of ``source`` values into ``result`` (made once per module)."""
-    made: dict[tuple, int] = device.__dict__.setdefault("scan_kernel_indices", {})
+    made = device.scan_kernel_indices
     for kind in ("reduce", "scan"):
         key = (kind, source, result)
         if key not in made:
