@@ -58,6 +58,16 @@ def _cuda_flat(a: Any, name: str) -> Any:
     return CudaArray.from_pointer(a.ptr, (a.size,), None, a.dtype, owner=a)
 
 
+def _cuda_rows(a: Any, name: str) -> Any:
+    """A C-contiguous CUDA array of several axes as a 2-D array of its last axis's rows."""
+    from kdsl.runtime.cuda.device_array import CudaArray
+
+    if not a.flags_c_contiguous:
+        raise ValueError(f"{name}: a CUDA array of several axes must be C-contiguous")
+    return CudaArray.from_pointer(a.ptr, (a.size // a.shape[-1], a.shape[-1]), None, a.dtype,
+                                  owner=a)
+
+
 def _cuda_1d(a: Any, name: str, what: str) -> None:
     if a.ndim != 1:
         raise ValueError(f"{what} of a CUDA array needs one axis; '{name}' has {a.ndim}")
@@ -81,9 +91,11 @@ def cumsum(a: Any, axis: int | None = None, exclusive: bool = False) -> Any:
     if axis is not None:
         axis = operator.index(axis)
     if _is_cuda(a):
+        if axis is not None and a.ndim > 1:
+            return _cuda_cumsum_along(a, axis, bool(exclusive))
+        if axis is not None and not -1 <= axis < 1:
+            raise np.exceptions.AxisError(axis, a.ndim)
         flat = _cuda_flat(a, "cumsum")
-        if axis is not None and a.ndim != 1:
-            raise ValueError("cumsum of a CUDA array of several axes takes axis=None")
         result = sum_type(a.dtype)
         out = _cuda_empty((flat.size,), result)
         kernels.scan_kernel(_scalar_type(result, "a"), bool(exclusive))(flat, out)
@@ -104,6 +116,18 @@ def cumsum(a: Any, axis: int | None = None, exclusive: bool = False) -> Any:
     return _like(a, np.moveaxis(out.reshape(moved.shape), -1, axis))
 
 
+def _cuda_cumsum_along(a: Any, axis: int, exclusive: bool) -> Any:
+    """``cumsum`` of a CUDA array of several axes along ``axis``: a new CUDA array."""
+    if not -a.ndim <= axis < a.ndim:
+        raise np.exceptions.AxisError(axis, a.ndim)
+    if a.ndim > 4:
+        raise ValueError(f"cumsum along an axis of a CUDA array takes at most 4 axes, got {a.ndim}")
+    result = sum_type(a.dtype)
+    out = _cuda_empty(tuple(a.shape), result)
+    kernels.scan_axis_kernel(a.ndim, axis % a.ndim, _scalar_type(result, "a"), exclusive)(a, out)
+    return out
+
+
 def _rows(data: np.ndarray) -> list[np.ndarray]:
     """The 1-D lines along the last axis, as views."""
     if data.ndim == 1:
@@ -114,8 +138,13 @@ def _rows(data: np.ndarray) -> list[np.ndarray]:
 def sort(a: Any) -> None:
     """Sorts ``a`` in place along its last axis, NaN last, as ``a.sort()``; returns None."""
     if _is_cuda(a):
-        _cuda_1d(a, "a", "sort")
-        kernels.sort_kernel(_scalar_type(a.dtype, "a"))(a)
+        t = _scalar_type(a.dtype, "a")
+        if a.ndim == 0:
+            raise ValueError("sort needs an array of at least one axis")
+        if a.ndim == 1:
+            kernels.sort_kernel(t)(a)
+        elif a.size:
+            kernels.sort_rows_kernel(t)(_cuda_rows(a, "sort"))
         return
     data = _host(a, "a")
     if data.ndim == 0:
@@ -135,9 +164,18 @@ def argsort(keys: Any, out: Any = None) -> Any:
     """The stable order of ``keys`` along its last axis, as ``np.argsort(keys,
     kind="stable")`` (NaN last): a new int64 array, or written to ``out``."""
     if _is_cuda(keys):
-        _cuda_1d(keys, "keys", "argsort")
+        t = _scalar_type(keys.dtype, "keys")
+        if keys.ndim == 0:
+            raise ValueError("argsort needs an array of at least one axis")
         target = _cuda_empty(keys.shape, np.dtype(np.int64)) if out is None else out
-        kernels.argsort_kernel(_scalar_type(keys.dtype, "keys"))(keys, target)
+        if tuple(target.shape) != tuple(keys.shape) or target.dtype != np.int64:
+            raise ValueError(f"out must be an int64 array of shape {tuple(keys.shape)}, got "
+                             f"{target.dtype} of shape {tuple(target.shape)}")
+        if keys.ndim == 1:
+            kernels.argsort_kernel(t)(keys, target)
+        elif keys.size:
+            kernels.argsort_rows_kernel(t)(_cuda_rows(keys, "argsort"),
+                                           _cuda_rows(target, "argsort: out"))
         return target
     data = _host(keys, "keys")
     if data.ndim == 0:

@@ -11,7 +11,7 @@ from kdsl.primitives.generated import as_func, as_kernel, define, kd_name
 from kdsl.primitives.keys import key_func_source, key_type
 from kdsl.primitives.scan_source import scan_func
 from kdsl.primitives.search_source import search_funcs, segment_sum_func
-from kdsl.primitives.sort_source import radix_sort_func, sort_func
+from kdsl.primitives.sort_source import SMALL, radix_sort_func, sort_func
 
 
 @functools.cache
@@ -53,10 +53,53 @@ def scan_rows_kernel(result: T.ScalarType, exclusive: bool) -> Any:
 
 
 @functools.cache
+def scan_axis_kernel(ndim: int, axis: int, result: T.ScalarType, exclusive: bool) -> Any:
+    """Running sums along ``axis`` of an array of ``ndim`` axes (at most 4), the lines in
+    parallel (each scanned by one thread)."""
+    from kdsl.frontend.scan_axes import scan_axis_func
+
+    source = "def run_scan_axis(a, out):\n    scan_axis(a, out)\n"
+    return as_kernel(define(source, "run_scan_axis",
+                            f"scan axis kernel {ndim} {axis} {result} {exclusive}",
+                            {"scan_axis": scan_axis_func(ndim, axis, result, exclusive)}))
+
+
+@functools.cache
 def sort_kernel(t: T.ScalarType) -> Any:
     source = "def run_sort(keys):\n    radix_sort(keys)\n"
     return as_kernel(define(source, "run_sort", f"sort kernel {t}",
                             {"radix_sort": sort_func(t)}))
+
+
+def _rows_source(name: str, params: str, call: str) -> str:
+    """A kernel applying ``call`` (of row ``r``) to each row of a 2-D array: short rows
+    (sorted by insertion) each by one thread, longer ones one after another, each by the
+    whole device (on a CUDA device, the primitive outside a parallel loop)."""
+    return "\n".join([
+        f"def {name}({params}):",
+        f"    if a.shape[1] <= {SMALL}:",
+        "        for r in kd.prange(a.shape[0]):",
+        f"            {call}",
+        "    else:",
+        "        for r in range(a.shape[0]):",
+        f"            {call}",
+    ]) + "\n"
+
+
+@functools.cache
+def sort_rows_kernel(t: T.ScalarType) -> Any:
+    """Sorts each row of a 2-D array in place."""
+    source = _rows_source("run_sort_rows", "a", "radix_sort(a[r])")
+    return as_kernel(define(source, "run_sort_rows", f"sort rows kernel {t}",
+                            {"radix_sort": sort_func(t)}))
+
+
+@functools.cache
+def argsort_rows_kernel(t: T.ScalarType) -> Any:
+    """The stable order of each row of a 2-D array ``a``, written to ``out``'s rows."""
+    source = _rows_source("run_argsort_rows", "a, out", "argsort_into(a[r], out[r])")
+    return as_kernel(define(source, "run_argsort_rows", f"argsort rows kernel {t}",
+                            {"argsort_into": argsort_func(t)}))
 
 
 @functools.cache
