@@ -200,11 +200,14 @@ def sort_by_key(keys: Any, values: Any) -> None:
         if not (_is_cuda(keys) and _is_cuda(values)):
             raise ValueError("sort_by_key: keys and values must be on the same device")
         _cuda_1d(keys, "keys", "sort_by_key")
-        _cuda_1d(values, "values", "sort_by_key")
-        if keys.shape != values.shape:
-            raise ValueError(f"sort_by_key: keys {keys.shape} and values {values.shape} differ")
-        kernels.sort_by_key_kernel(_scalar_type(keys.dtype, "keys"),
-                                   _scalar_type(values.dtype, "values"))(keys, values)
+        if values.ndim == 0 or values.shape[0] != keys.shape[0]:
+            raise ValueError(f"sort_by_key: values need {keys.shape[0]} rows, got shape "
+                             f"{tuple(values.shape)}")
+        key_type = _scalar_type(keys.dtype, "keys")
+        if values.ndim == 1:
+            kernels.sort_by_key_kernel(key_type, _scalar_type(values.dtype, "values"))(keys, values)
+        else:  # the rows of values move by the order of the keys
+            _cuda_take_rows(keys, values, key_type)
         return
     k, v = _host(keys, "keys"), _host(values, "values")
     if k.ndim != 1:
@@ -218,6 +221,23 @@ def sort_by_key(keys: Any, values: Any) -> None:
     order = np.empty(k.shape[0], np.int64)
     kernels.sort_by_key_kernel(key_type, T.i64)(k, _arange_into(order))
     v[...] = v[order]
+
+
+def _cuda_take_rows(keys: Any, values: Any, key_type: T.ScalarType) -> None:
+    from kdsl.runtime.cuda.device_array import CudaArray
+
+    _scalar_type(values.dtype, "values")
+    order = _host_to_cuda(np.arange(keys.shape[0], dtype=np.int64))
+    kernels.sort_by_key_kernel(key_type, T.i64)(keys, order)
+    if values.size == 0:
+        return
+    if not values.flags_c_contiguous:
+        raise ValueError("sort_by_key: CUDA values of several axes must be C-contiguous")
+    rows = CudaArray.from_pointer(values.ptr, (values.shape[0], values.size // values.shape[0]),
+                                  None, values.dtype, owner=values)
+    buffer = _cuda_empty(tuple(rows.shape), values.dtype)
+    kernels.take_rows_kernel()(rows, order, buffer)
+    kernels.copy_kernel()(buffer, rows)
 
 
 def _arange_into(order: np.ndarray) -> np.ndarray:

@@ -103,6 +103,28 @@ def argsort_rows_kernel(t: T.ScalarType) -> Any:
 
 
 @functools.cache
+def take_rows_kernel() -> Any:
+    """``buffer[i, :] = values[order[i], :]`` for 2-D ``values`` and ``buffer``."""
+    source = "\n".join([
+        "def run_take_rows(values, order, buffer):",
+        "    for i, j in kd.ndrange(values.shape[0], values.shape[1]):",
+        "        buffer[i, j] = values[order[i], j]",
+    ]) + "\n"
+    return as_kernel(define(source, "run_take_rows", "take rows kernel"))
+
+
+@functools.cache
+def copy_kernel() -> Any:
+    """``target[...] = source`` for 2-D arrays of one shape."""
+    source = "\n".join([
+        "def run_copy(source, target):",
+        "    for i, j in kd.ndrange(source.shape[0], source.shape[1]):",
+        "        target[i, j] = source[i, j]",
+    ]) + "\n"
+    return as_kernel(define(source, "run_copy", "copy kernel"))
+
+
+@functools.cache
 def bucket_sort_kernel(t: T.ScalarType) -> Any:
     """The in-place sort of a large 1-D array by buckets sorted in cache (bucket_sort_source)."""
     source = "def run_bucket_sort(keys):\n    bucket_sort(keys)\n"

@@ -47,3 +47,16 @@ def test_argsort_out_of_the_wrong_shape(emulated_device):
     d = kd.array(np.ones((2, 3), np.float32), device="cuda")
     with pytest.raises(ValueError, match="out must be an int64 array"):
         kd.argsort(d, out=kd.array(np.zeros((3, 2), np.int64), device="cuda"))
+
+
+def test_sort_by_key_moves_rows_of_values(emulated_device):
+    rng = np.random.default_rng(12)
+    keys = rng.integers(0, 20, 300).astype(np.int32)  # many ties: the order must be stable
+    values = rng.standard_normal((300, 3, 2))
+    d_keys, d_values = kd.array(keys, device="cuda"), kd.array(values, device="cuda")
+    kd.sort_by_key(d_keys, d_values)
+    order = np.argsort(keys, kind="stable")
+    np.testing.assert_array_equal(d_keys.numpy(), keys[order])
+    np.testing.assert_array_equal(d_values.numpy(), values[order])
+    with pytest.raises(ValueError, match="values need 300 rows"):
+        kd.sort_by_key(d_keys, kd.array(np.zeros((5, 2)), device="cuda"))
