@@ -89,18 +89,21 @@ def plan_parts(module: ir.Module, parts: int) -> list[list[ir.Function]] | None:
     splitting would not pay.
 
     Where everything else has no loop, LLVM compiles part 0 in a fraction of a region's
-    time (see ``light_parts``): the regions are then spread over ``parts`` parts of their
-    own, one for each core, and part 0, which holds none, is compiled alongside them."""
+    time (see ``light_parts``): the regions are then spread over parts of their own, one
+    for each core where each has its share, and part 0, which holds none, is compiled
+    alongside them."""
     defined = [f for f in module.functions if f.blocks]
     regions = [f for f in defined if REGION_NAME.fullmatch(f.name) and f.linkage == "internal"]
     total = sum(compile_cost(f) for f in defined)
     if parts < 2 or not regions or total < MIN_COST:
         return None
     rest = [f for f in defined if f not in regions and "optnone" not in f.attributes]
-    if len(regions) > 1 and not any(has_loop(f) for f in rest):
-        spread, costs = _spread(regions, [0.0] * min(parts, len(regions)))
-        if min(costs) >= MIN_SHARE * total:
-            return [[], *spread]
+    if not any(has_loop(f) for f in rest):
+        for workers in range(min(parts, len(regions)), 1, -1):
+            spread, costs = _spread(regions, [0.0] * workers)
+            if min(costs) >= MIN_SHARE * total:
+                return [[], *spread]
+        return [[], regions]
     plan, costs = _spread(regions, [total - sum(compile_cost(f) for f in regions)]
                           + [0.0] * (parts - 1))
     if min(costs) < MIN_SHARE * total:

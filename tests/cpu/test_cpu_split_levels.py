@@ -115,3 +115,45 @@ def test_regions_get_parts_of_their_own_beside_a_light_entry_part(levels, rng):
     assert sorted(levels) == [cpu.LIGHT_PIPELINE, 3, 3]  # the entry's part and one per region
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def module_with(region_sizes: list[int], entry_loops: bool) -> ir.Module:
+    """An entry point (a loop in it or not) and internal regions of straight-line code."""
+    module = ir.Module()
+    i64 = ir.IntType(64)
+    for k, size in enumerate(region_sizes):
+        fn = ir.Function(module, ir.FunctionType(i64, [i64]), f"k.parallel.{k + 1}")
+        fn.linkage = "internal"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        value = fn.args[0]
+        for _ in range(size):
+            value = b.mul(value, value)
+        b.ret(value)
+    entry = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64]), "kdsl_entry")
+    first, body, done = (entry.append_basic_block(name) for name in ("entry", "body", "done"))
+    ir.IRBuilder(first).branch(body)
+    b = ir.IRBuilder(body)
+    if entry_loops:
+        b.cbranch(b.icmp_signed("<", entry.args[0], ir.Constant(i64, 0)), body, done)
+    else:
+        b.branch(done)
+    ir.IRBuilder(done).ret_void()
+    return module
+
+
+def test_plans_with_a_light_entry_part():
+    names = lambda plan: None if plan is None else [[f.name for f in p] for p in plan]  # noqa: E731
+    # one region far costlier than the entry: split all the same, the entry part light
+    assert names(split_module.plan_parts(module_with([2000], False), 2)) == [
+        [], ["k.parallel.1"]]
+    # two regions of about one cost: one part each
+    assert names(split_module.plan_parts(module_with([400, 300], False), 2)) == [
+        [], ["k.parallel.1"], ["k.parallel.2"]]
+    # one of them too small for a part of its own: both in one part
+    assert names(split_module.plan_parts(module_with([2000, 20], False), 2)) == [
+        [], ["k.parallel.1", "k.parallel.2"]]
+    # an entry with a loop is no light part: part 0 takes regions as its cost allows
+    assert split_module.plan_parts(module_with([2000], True), 2) is None
+    assert names(split_module.plan_parts(module_with([400, 300], True), 2)) == [
+        ["k.parallel.2"], ["k.parallel.1"]]
+    assert split_module.plan_parts(module_with([400, 300], False), 1) is None
