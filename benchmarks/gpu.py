@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -143,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     t = best(lambda: K.scatter(px, py, mass, grid), repeat, sync_all)
     row(f"scatter {particles} -> 256^2", t, {})
 
+    primitives(rng, 1 << (20 if args.quick else 24), repeat)
+
     # --- compile and launch -------------------------------------------------------------
     code = (
         "import time, numpy as np, kdsl as kd, sys; sys.path.insert(0, 'benchmarks');"
@@ -164,6 +167,55 @@ def main(argv: list[str] | None = None) -> int:
     sync_all()
     print(f"launch overhead (one prange kernel, 3 arrays): {(time.perf_counter() - start) / calls * 1e6:.1f} us")
     return 0
+
+
+def primitives(rng: np.random.Generator, n: int, repeat: int) -> None:
+    """cumsum (the block scan of warp shuffles), argsort and sort (the radix sort over it)
+    of ``n`` keys, each checked against NumPy first."""
+    torch_cuda = torch is not None and torch.cuda.is_available()
+    ints_h = rng.integers(-1000, 1000, n).astype(np.int32)
+    floats_h = rng.standard_normal(n).astype(np.float32)
+    for label, keys_h in (("i32", ints_h), ("f32", floats_h)):
+        keys = kd.array(keys_h, device="cuda")
+        got = kd.cumsum(keys).numpy()
+        assert np.allclose(got, np.cumsum(keys_h.astype(np.float64)), rtol=1e-3, atol=1e-2 * np.sqrt(n))
+        t = best(lambda keys=keys: kd.cumsum(keys), repeat, sync_all)
+        peers = {}
+        if cp is not None:
+            ck = cp.asarray(keys_h)
+            peers["cupy"] = best(lambda ck=ck: cp.cumsum(ck), repeat, sync_all)
+        if torch_cuda:
+            tk = torch.from_numpy(keys_h).cuda()
+            peers["torch"] = best(lambda tk=tk: torch.cumsum(tk, 0), repeat, sync_all)
+        row(f"cumsum {label} 2^{n.bit_length() - 1}", t, peers, f"{(4 + 8) * n / t / 1e9:.0f} GB/s")
+
+        assert np.array_equal(kd.argsort(keys).numpy(), np.argsort(keys_h, kind="stable"))
+        t = best(lambda keys=keys: kd.argsort(keys), repeat, sync_all)
+        peers = {}
+        if cp is not None:
+            peers["cupy"] = best(lambda ck=ck: cp.argsort(ck), repeat, sync_all)
+        if torch_cuda:
+            peers["torch"] = best(lambda tk=tk: torch.argsort(tk, stable=True), repeat, sync_all)
+        row(f"argsort {label} 2^{n.bit_length() - 1}", t, peers)
+
+        work = kd.array(keys_h, device="cuda")
+        kd.sort(work)
+        assert np.array_equal(work.numpy(), np.sort(keys_h))
+        t = best(lambda work=work, keys=keys: (get_driver_copy(work, keys), kd.sort(work)),
+                 repeat, sync_all)
+        peers = {}
+        if cp is not None:
+            peers["cupy"] = best(lambda ck=ck: cp.sort(ck), repeat, sync_all)
+        if torch_cuda:
+            peers["torch"] = best(lambda tk=tk: torch.sort(tk), repeat, sync_all)
+        row(f"sort {label} 2^{n.bit_length() - 1} (copy + in place)", t, peers)
+
+
+def get_driver_copy(target: Any, source: Any) -> None:
+    """``target[:] = source`` on the device (the keys to sort again)."""
+    from kdsl.runtime.cuda.driver import get_driver
+
+    get_driver().copy_device(target.ptr, source.ptr, source.nbytes)
 
 
 if __name__ == "__main__":
