@@ -18,6 +18,8 @@ entry, the adjoints of the returned values) follow the other adjoint arrays.
 
 from __future__ import annotations
 
+import functools
+
 from kdsl import types as T
 from kdsl.ir.autodiff import rules  # noqa: F401  (attaches the rules to the registry)
 from kdsl.ir.autodiff.activity import is_float
@@ -84,9 +86,11 @@ def _return_into_arguments(fn: Function) -> Function:
                     {k: v for k, v in fn.attrs.items() if k != "returns_tuple"})
 
 
-def vector_jacobian_product(module: Module, argnums: tuple[int, ...]) -> None:
+def vector_jacobian_product(module: Module, argnums: tuple[int, ...],
+                            target: str = "cpu") -> None:
     """Replaces ``module.kernel`` by its vector-Jacobian product with respect to the
-    arguments at ``argnums`` (and its returned array, see the module's doc)."""
+    arguments at ``argnums`` (and its returned array, see the module's doc), for the
+    ``target`` ("cpu" or "cuda") it will be compiled for."""
     if any(k >= len(module.kernel.args) for k in argnums):
         module.kernel = _return_into_arguments(module.kernel)
     fn = module.kernel
@@ -101,7 +105,7 @@ def vector_jacobian_product(module: Module, argnums: tuple[int, ...]) -> None:
 
     # the tape passes copies of the arrays the kernel writes: no state to restore
     made = build_reverse(fn, argnums, [seed_arg], result, seed, keep_state=False,
-                         want_value=False, tidy=tidy_vjp)
+                         want_value=False, tidy=functools.partial(tidy_vjp, cpu=target == "cpu"))
     builder = IRBuilder(made.body)
     builder.location = ret.location
     builder.create("return", [*made.grads, made.saved_bytes])

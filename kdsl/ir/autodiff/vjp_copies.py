@@ -28,7 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kdsl import types as T
+from kdsl.ir.autodiff.vjp_pipeline import pipeline_recomputation
 from kdsl.ir.autodiff.vjp_registers import sum_own_elements
+from kdsl.ir.autodiff.vjp_reloads import reload_cheap_values
 from kdsl.ir.core import Block, Operation, Value, replace_all_uses, use_counts
 from kdsl.ir.passes.dead_code import _sweep as drop_dead_ops
 from kdsl.records import dataclass
@@ -46,10 +48,13 @@ class _Copy:
     target: Value
 
 
-def tidy_vjp(body: Block, primal_arrays: Iterable[Value], results: list[Value]) -> None:
+def tidy_vjp(body: Block, primal_arrays: Iterable[Value], results: list[Value],
+             cpu: bool = True) -> None:
     """Removes from the top level of ``body`` (a vector-Jacobian product, its return not
     yet emitted; it will return ``results``) the copies and stores of ``primal_arrays``
-    and of the arrays it makes that nothing reads."""
+    and of the arrays it makes that nothing reads. On the ``cpu``, an adjoint loop that
+    adds many times recomputes an iteration's values next to the adjoints of the one
+    before (vjp_pipeline.py)."""
     tracked = _tracked_arrays(body, primal_arrays)
     keep = Operation("return", results, [])  # for the time of the pass: results are used
     body.ops.append(keep)
@@ -62,11 +67,14 @@ def tidy_vjp(body: Block, primal_arrays: Iterable[Value], results: list[Value]) 
         changed |= _drop_unread_writes(body, tracked)
         if changed:
             drop_dead_ops(body, use_counts(body))
-    for op in body.ops:
+    for op in list(body.ops):
         if op.name == "parallel_for":
+            reload_cheap_values(op.regions[0])
             sum_own_elements(op)
             if _adds_many_times(op):
                 op.attrs["many_updates"] = True
+                if cpu:
+                    pipeline_recomputation(body, op)
     body.ops.remove(keep)
 
 

@@ -51,7 +51,7 @@ def _differentiate(module: Module, argnums: tuple[int, ...], options: Any) -> No
     if getattr(options, "vjp", False):
         from kdsl.ir.autodiff.vjp import vector_jacobian_product
 
-        vector_jacobian_product(module, argnums)
+        vector_jacobian_product(module, argnums, getattr(options, "target", "cpu"))
     else:
         from kdsl.ir.autodiff.gradient import GradientSpec, differentiate
 
