@@ -162,7 +162,10 @@ class ParallelLoops(PrivateCopies, TeamRuntime):
         many_updates = bool(op.attrs.get("many_updates")) and bool(targets)
         if many_updates:  # arrays too large to copy for a team: this thread alone
             nthreads = self.b.select(self._small_enough(targets), nthreads, ir.Constant(i32, 1))
-        owned = self._first_thread_owns(targets, free) if many_updates else None
+        # not in a loop of loops (an inner loop scattering into a copy vectorises better:
+        # the n-body energy's product took 8% longer), but in one run in blocks
+        owned = (self._first_thread_owns(targets, free)
+                 if many_updates and (vectorised or op.attrs.get("blocked")) else None)
         copies = self._private_copies(targets, extents, nthreads, many_updates, owned)
         if many_updates:  # a copy memory could not hold: a MemoryError, not a crash
             failed = self._copies_failed(targets, copies, nthreads, owned)

@@ -12,7 +12,8 @@ running alone, updates memory of its own: the region has one path, plain updates
 memory it knows no other access touches (alias-scope metadata, so that loops vectorise
 without run-time overlap checks). The first thread updates a contiguous array the kernel
 was given or made itself, the others a copy each (a thread alone allocates, zeroes and
-adds back nothing, two threads one copy), when every array of the region is contiguous
+adds back nothing, two threads one copy) in a loop without inner loops or one run in
+blocks (vjp_pipeline.py), when every array of the region is contiguous
 and, checked at run time, no other one shares memory with it (an array passed for two
 arguments, whose adjoints are then one array: two targets, or a target and an array the
 region reads, must see each other's memory as apart, as copies are). Where a team would need copies of an array too large,

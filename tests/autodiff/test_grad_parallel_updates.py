@@ -89,9 +89,7 @@ def test_repeated_calls_accumulate_nothing_stale(threads) -> None:
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_strided_arguments_next_to_contiguous_ones(threads) -> None:
-    """A strided argument's adjoint, next to a contiguous one, in one loop: every
-    thread adds into copies of both (the first thread adds into a contiguous adjoint array
-    itself only where every array of the loop is contiguous)."""
+    """A strided argument's adjoint, next to a contiguous one, in one loop."""
     kd.set_num_threads(threads)
     rng = np.random.default_rng(13)
     x_every_other = rng.uniform(0.5, 1.5, 74)
@@ -117,8 +115,8 @@ def _cross_pairs(a: kd.Array[kd.f64], b: kd.Array[kd.f64]) -> kd.f64:
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 def test_one_array_for_two_arguments_through_a_tape(threads) -> None:
-    """The tape passes one adjoint array for both arguments: the first thread must not
-    add into it as if it were two arrays apart (it adds into a copy, as the others do)."""
+    """The tape passes one adjoint array for both arguments (see also
+    test_tape_pipelined.py)."""
     kd.set_num_threads(threads)
     x0 = np.random.default_rng(14).random(41)
     x = kd.array(x0, requires_grad=True)

@@ -92,9 +92,35 @@ def test_springs_through_a_tape(n: int, threads: int) -> None:
         assert abs(along[0]) > 1e-4
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_one_array_for_two_arguments(threads: int) -> None:
+    """One array for both ``x`` and ``v``: the tape passes one adjoint array for both, so
+    the first thread adds into copies of it, as the others do, not into it twice as if
+    they were two arrays apart."""
+    kd.set_num_threads(threads)
+    x0, neighbours, rest, target = _chain(BLOCK + 3)
+    nb, rs, tg = kd.array(neighbours), kd.array(rest), kd.array(target)
+    y = kd.array(x0, requires_grad=True)
+    f = kd.zeros_like(y)
+    with kd.Tape() as tape:
+        springs(y, y, f, nb, rs, 0.01)
+        loss = energy(y, tg)
+    tape.backward(loss)
+
+    def loss_of(p: np.ndarray) -> float:
+        state, forces = p.copy(), np.zeros_like(p)
+        springs.python(state, state, forces, neighbours, rest, 0.01)
+        return float(energy.python(state, target))
+
+    u = np.random.default_rng(5).normal(0.0, 1.0, x0.shape)
+    along = central_differences(lambda t: loss_of(x0 + t[0] * u), np.zeros(1))
+    np.testing.assert_allclose(np.sum(y.grad.numpy() * u), along[0], rtol=1e-6, atol=1e-8)
+    assert abs(along[0]) > 1e-3
+
+
 def test_blocks_on_the_cpu_only() -> None:
-    """The product of the springs runs its adjoint loop in blocks on the CPU; on CUDA
-    (one thread per iteration) it keeps one iteration per thread."""
+    """The product of the springs for the CPU runs its adjoint loop in blocks (a serial
+    loop in the parallel one); the CUDA tape tests run the same products unblocked."""
     x0, neighbours, rest, _ = _chain(10)
     args = (x0, x0.copy(), x0.copy(), neighbours, rest, 0.01, np.zeros_like(x0),
             np.zeros_like(x0), 0.0)

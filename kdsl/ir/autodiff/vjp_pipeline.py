@@ -109,6 +109,7 @@ def pipeline_recomputation(parent: Block, loop: Operation) -> None:
     _append(new, Operation("yield", list(terminator.operands), [], dict(terminator.attrs)))
     loop.regions[0] = new
     new.parent = loop
+    loop.attrs["blocked"] = True  # its first thread adds into the arrays themselves
 
 
 def _recomputable(op: Operation, written: set[Value]) -> bool:
