@@ -81,8 +81,10 @@ class AdjointEmitter(LoopTapes, ReductionTapes):
                 self.clone(op, m, recompute)
                 if op.name == "array_new" and op.result in self.varied_arrays:
                     self.adjoint_arrays[op.result] = zeros_like_array(self, m[op.result])
-                elif op.name in ("array_view", "array_transpose") and (
+                elif op.name in ("array_view", "array_transpose", "cast") and (
                         op.operands[0] in self.adjoint_arrays):  # the same view of the adjoint
+                    # (a cast of an array only forgets what its type knew: t = a, then t
+                    # bound to a new array, makes a an array of t's type)
                     self.adjoint_arrays[op.result] = self.b.value(
                         op.name, self.adjoint_arrays[op.operands[0]],
                         *(m.get(v, v) for v in op.operands[1:]), **op.attrs)
