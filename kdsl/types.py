@@ -218,15 +218,24 @@ class ArrayType:
     it (a C-contiguous array of scalars of 2 or more axes whose last one is short, as an
     (N, 3) array of positions): every stride is then a constant, so the compiler sees
     ``pos[j, 0]``, ``pos[j, 1]``, ``pos[j, 2]`` as one interleaved group of loads.
+
+    ``row_pitch`` does the same for a strided view whose rows are short and padded (three
+    columns of an (N, 4) array, ``wide[:, :3]``): the trailing axes the type fixes (the
+    short last axis, or a vector element) are contiguous, and the axis before them steps
+    ``row_pitch`` elements, a constant; strides of any axes before that come with the
+    array. Such a type is not ``contiguous``.
     """
 
     dtype: ElementType
     ndim: int = 1
     contiguous: bool | None = None
     last_axis_size: int | None = None
+    row_pitch: int | None = None
 
     def __repr__(self) -> str:
         layout = {None: "", True: ", C", False: ", A"}[self.contiguous]
+        if self.row_pitch is not None:
+            layout = f", P{self.row_pitch}"
         if self.last_axis_size is not None:
             layout += f", ?x{self.last_axis_size}"
         return f"array<{self.dtype}, {self.ndim}{layout}>"
@@ -249,17 +258,35 @@ class ArrayType:
         """The number of leading axes whose sizes come with each array."""
         return self.ndim - (self.last_axis_size is not None)
 
-    def specialised(self, contiguous: bool, last_axis_size: int | None = None) -> ArrayType:
-        if not (contiguous and self.ndim >= 2 and isinstance(self.dtype, ScalarType)):
+    @property
+    def strides_implied(self) -> bool:
+        """Whether the type fixes the strides of the last free axis and of the axes after
+        it (C-contiguous, or padded rows): those are constants, not passed with the array."""
+        return bool(self.contiguous) or self.row_pitch is not None
+
+    def specialised(self, contiguous: bool, last_axis_size: int | None = None,
+                    row_pitch: int | None = None) -> ArrayType:
+        """The type of an array of this annotation's: ``last_axis_size`` and ``row_pitch``
+        as ``argument_layout`` finds them, kept where this element type can use them."""
+        scalar = isinstance(self.dtype, ScalarType)
+        if contiguous or not (self.ndim >= 1 + scalar and isinstance(self.dtype, (ScalarType, VectorType))):
+            row_pitch = None
+        if not (self.ndim >= 2 and scalar and (contiguous or row_pitch is not None)):
             last_axis_size = None
-        return ArrayType(self.dtype, self.ndim, contiguous, last_axis_size)
+        return ArrayType(self.dtype, self.ndim, contiguous, last_axis_size, row_pitch)
 
     def holds(self, other: ArrayType) -> bool:
         """Whether a variable of this type can hold an array of ``other``'s (it makes no
         promise ``other``'s type does not)."""
         return ((self.dtype, self.ndim) == (other.dtype, other.ndim)
                 and (not self.contiguous or bool(other.contiguous))
-                and self.last_axis_size in (None, other.last_axis_size))
+                and self.last_axis_size in (None, other.last_axis_size)
+                and self.row_pitch in (None, other.row_pitch))
+
+    def of_any_padding(self) -> ArrayType:
+        """The type of an array of this one's shape made elsewhere (an adjoint or a
+        tangent the runtime allocates): this type without the row pitch of padded rows."""
+        return self.generalised() if self.row_pitch is not None else self
 
     def generalised(self) -> ArrayType:
         """The same array with no fixed last axis."""
@@ -268,6 +295,8 @@ class ArrayType:
 
 # the sizes of a last axis a specialisation fixes (see ArrayType.last_axis_size)
 FIXED_LAST_AXIS_SIZES = range(2, 9)
+# the row pitches, in elements, a specialisation fixes (see ArrayType.row_pitch)
+FIXED_ROW_PITCHES = range(2, 17)
 
 
 class _ArrayAnnotation:

@@ -29,6 +29,7 @@ from kdsl.codegen.llvm_types import (
     i8_ptr,
     i32,
     i64,
+    implied_strides,
     memory_type,
     row_major_strides,
     scalar_type,
@@ -175,9 +176,12 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         itemsize = T.element_scalar(t.dtype).itemsize
         if t.contiguous:
             strides = row_major_strides(self.b, shape, itemsize)
-        else:
+        else:  # padded rows: the leading strides come with the array, the others are constants
             sp = self._field(obj, strides_off, i64.as_pointer())
-            strides = [self.b.load(self.b.gep(sp, [ir.Constant(i64, k)])) for k in range(t.full_ndim)]
+            passed = t.free_ndim - 1 if t.row_pitch is not None else t.full_ndim
+            strides = [self.b.load(self.b.gep(sp, [ir.Constant(i64, k)])) for k in range(passed)]
+            if t.row_pitch is not None:
+                strides += implied_strides(t)
         return ArrayView(data, shape, strides)
 
     # --- blocks and ops ---------------------------------------------------------------

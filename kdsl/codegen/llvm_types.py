@@ -62,11 +62,12 @@ Repr = Any
 
 
 def flatten(value: Repr, t: Any = None) -> list[ir.Value]:
-    """A value's LLVM parts. For a C-contiguous array type, the strides the type implies
-    (the last indexed axis and the element axes) are left out: they stay constants
-    wherever the array goes (phis, parallel regions), which the vectoriser needs."""
+    """A value's LLVM parts. For an array type that implies strides (C-contiguous, or
+    padded rows), the strides it implies (of the last free axis and of the fixed axes)
+    are left out: they stay constants wherever the array goes (phis, parallel regions),
+    which the vectoriser needs."""
     if isinstance(value, ArrayView):
-        if isinstance(t, T.ArrayType) and t.contiguous:
+        if isinstance(t, T.ArrayType) and t.strides_implied:
             free = t.free_ndim
             return [value.data, *value.shape[:free], *value.strides[:free - 1]]
         return value.flatten()
@@ -96,27 +97,29 @@ def row_major_strides(builder: ir.IRBuilder, shape: Sequence[ir.Value], itemsize
     return strides
 
 
-def _implied_strides(t: T.ArrayType) -> list[ir.Value]:
-    """The constant strides of a C-contiguous array: those of its last free axis and of
-    the axes the type fixes."""
+def implied_strides(t: T.ArrayType) -> list[ir.Value]:
+    """The constant strides of an array whose type implies them (C-contiguous, or padded
+    rows): those of its last free axis and of the axes the type fixes."""
     scalar = T.element_scalar(t.dtype)
     stride = scalar.itemsize
     strides: list[ir.Value] = []
     for size in reversed(t.fixed_shape):
         strides.insert(0, ir.Constant(i64, stride))
         stride *= size
+    if t.row_pitch is not None:
+        stride = t.row_pitch * scalar.itemsize
     return [ir.Constant(i64, stride)] + strides
 
 
 def unflatten(t: Any, values: list[ir.Value]) -> Repr:
     if isinstance(t, T.ArrayType):
-        if not t.contiguous:
+        if not t.strides_implied:
             return ArrayView.unflatten(values, t.full_ndim)
         free = t.free_ndim
         fixed_shape = [ir.Constant(i64, s) for s in t.fixed_shape]
         data, shape = values[0], list(values[1:1 + free]) + fixed_shape
         leading = list(values[1 + free:])
-        return ArrayView(data, shape, leading + _implied_strides(t))
+        return ArrayView(data, shape, leading + implied_strides(t))
     if isinstance(t, (T.VectorType, T.MatrixType)):
         return list(values)
     (v,) = values
@@ -126,7 +129,7 @@ def unflatten(t: Any, values: list[ir.Value]) -> Repr:
 def flat_types(t: Any) -> list[ir.Type]:
     """The LLVM types of a value's flattened parts (for phis and packing into structs)."""
     if isinstance(t, T.ArrayType):
-        if t.contiguous:
+        if t.strides_implied:
             return [i8_ptr] + [i64] * (2 * t.free_ndim - 1)
         return [i8_ptr] + [i64] * (2 * t.full_ndim)
     if isinstance(t, (T.VectorType, T.MatrixType)):

@@ -21,12 +21,37 @@ def fixed_last_axis(shape: tuple[int, ...], c_contiguous: bool) -> int | None:
     return None
 
 
+def padded_rows(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int] | None:
+    """``(n, pitch)`` for an array that is not C-contiguous whose rows are short and
+    padded (see ``ArrayType.row_pitch``): its last axis holds ``n`` (2 to 8) adjacent
+    elements, and the axis before it steps ``pitch`` elements (``n`` to 16). Else None.
+
+    The compiled call path (fast_call.py) classifies arrays the same way."""
+    if len(shape) < 2 or shape[-1] not in T.FIXED_LAST_AXIS_SIZES or strides[-1] != itemsize:
+        return None
+    pitch, rest = divmod(strides[-2], itemsize)
+    if rest or not shape[-1] <= pitch < T.FIXED_ROW_PITCHES.stop:
+        return None
+    return shape[-1], pitch
+
+
+def argument_layout(a: np.ndarray) -> tuple[bool, int | None, int | None]:
+    """Whether a NumPy array is C-contiguous, and the last-axis size and row pitch a
+    specialisation may fix (``ArrayType.specialised``'s arguments)."""
+    if a.flags.c_contiguous:
+        return True, fixed_last_axis(a.shape, True), None
+    rows = padded_rows(a.shape, a.strides, a.itemsize)
+    return (False, None, None) if rows is None else (False, *rows)
+
+
 def argument_key(a: Any) -> Any:
     """A cheap, hashable summary of an argument's type (the fast path's key)."""
     t = type(a)
     if t is np.ndarray:
         contiguous = a.flags.c_contiguous
-        return (a.dtype, a.ndim, contiguous, fixed_last_axis(a.shape, contiguous))
+        if contiguous:
+            return (a.dtype, a.ndim, True, fixed_last_axis(a.shape, True))
+        return (a.dtype, a.ndim, False, padded_rows(a.shape, a.strides, a.itemsize))
     if t is float or t is int or t is bool:
         return t
     if isinstance(a, np.generic):
@@ -34,8 +59,7 @@ def argument_key(a: Any) -> Any:
     if t is Vector or t is Matrix:
         return (t, a.dtype, a.shape)
     if isinstance(a, np.ndarray):  # subclasses (np.memmap, ...)
-        contiguous = a.flags.c_contiguous
-        return (t, a.dtype, a.ndim, contiguous, fixed_last_axis(a.shape, contiguous))
+        return (t, a.dtype, a.ndim, *argument_layout(a))
     if getattr(t, "__kdsl_cuda__", False):
         contiguous = a.flags_c_contiguous
         return ("cuda", a.dtype, a.ndim, contiguous, fixed_last_axis(tuple(a.shape), contiguous))
@@ -88,6 +112,8 @@ def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
     """The parameter an argument binds to; TypeError naming it when it does not fit."""
     if is_cuda_array(a):
         p = parameter_for(name, annotation, _typing_stand_in(a))
+        if isinstance(p.type, T.ArrayType) and p.type.row_pitch is not None:  # host only
+            p = Parameter(p.name, p.type.generalised(), p.weak, p.passing, p.trailing_shape)
         if p.passing != "object":  # a vector, matrix or scalar: a value the host passes
             raise TypeError(f"argument '{name}': expected {_describe_annotation(p.type)} "
                             f"(a value, passed from the host), got a CUDA array of shape "
@@ -112,8 +138,7 @@ def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
             raise mismatch()
         if trailing and tuple(a.shape[a.ndim - len(trailing):]) != trailing:
             raise mismatch()
-        contiguous = bool(a.flags.c_contiguous)
-        specialised = annotation.specialised(contiguous, fixed_last_axis(a.shape, contiguous))
+        specialised = annotation.specialised(*argument_layout(a))
         return Parameter(name, specialised, False, "object", trailing)
     if isinstance(annotation, (T.VectorType, T.MatrixType)):
         vector_argument(name, annotation, a)
@@ -174,9 +199,7 @@ def _unannotated(name: str, a: Any) -> Parameter:
             scalar = T.scalar_from_numpy(a.dtype)
         except TypeError:
             raise TypeError(f"argument '{name}': kdsl has no type for {a.dtype} arrays") from None
-        contiguous = bool(a.flags.c_contiguous)
-        array_t = T.ArrayType(scalar, a.ndim).specialised(contiguous,
-                                                          fixed_last_axis(a.shape, contiguous))
+        array_t = T.ArrayType(scalar, a.ndim).specialised(*argument_layout(a))
         return Parameter(name, array_t, False, "object")
     if isinstance(a, np.generic):  # before float: np.float64 subclasses float
         try:

@@ -190,19 +190,36 @@ class _Emitter(MadeArrayResults):
         return arg
 
     def same_fixed_last_axis(self, arg: Any, nd: Any, flags: Any, word: int) -> Any:
-        """Whether the size of the last axis the specialisation fixes (the table's
-        ``word``, 0 for none) is the one ``fixed_last_axis`` gives the array."""
+        """Whether the layout the specialisation fixes (the table's ``word``: see
+        ``_layout_word``) is the one ``argument_layout`` gives the array: the size of a
+        short last axis of a C-contiguous array, or that and the row pitch of padded rows."""
         b, i64 = self.b, self.i64
-        _, _, dims_offset, _ = ndarray_offsets()
+        _, _, dims_offset, strides_offset = ndarray_offsets()
         dims = self.field(arg, dims_offset, i64.as_pointer())
-        last = b.load(b.gep(dims, [b.sub(nd, self.const(1))]))  # nd >= 1: checked above
-        sizes = T.FIXED_LAST_AXIS_SIZES
-        fixes = b.and_(b.icmp_unsigned("!=", b.and_(flags, self.const(C_CONTIGUOUS)), self.const(0)),
-                       b.and_(b.icmp_signed(">=", nd, self.const(2)),
-                              b.and_(b.icmp_signed(">=", last, self.const(sizes.start)),
-                                     b.icmp_signed("<", last, self.const(sizes.stop)))))
-        fixed = b.select(fixes, last, self.const(0))
-        return b.icmp_unsigned("==", fixed, self.word(word))
+        strides = self.field(arg, strides_offset, i64.as_pointer())
+        expected = self.word(word)
+        itemsize = b.lshr(expected, self.const(16))
+        last_index = b.sub(nd, self.const(1))  # nd >= 1: checked above
+        last = b.load(b.gep(dims, [last_index]))
+        sizes, pitches = T.FIXED_LAST_AXIS_SIZES, T.FIXED_ROW_PITCHES
+        short = b.and_(b.icmp_signed(">=", nd, self.const(2)),
+                       b.and_(b.icmp_signed(">=", last, self.const(sizes.start)),
+                              b.icmp_signed("<", last, self.const(sizes.stop))))
+        contiguous = b.icmp_unsigned("!=", b.and_(flags, self.const(C_CONTIGUOUS)), self.const(0))
+        # padded rows (read only where nd >= 2: the index is clamped at 0 otherwise)
+        inner = b.load(b.gep(strides, [last_index]))
+        outer_index = b.select(b.icmp_signed(">=", nd, self.const(2)), b.sub(nd, self.const(2)),
+                               self.const(0))
+        outer = b.load(b.gep(strides, [outer_index]))
+        pitch = b.sdiv(outer, itemsize)
+        padded = b.and_(b.and_(short, b.icmp_unsigned("==", inner, itemsize)),
+                        b.and_(b.icmp_signed("==", b.srem(outer, itemsize), self.const(0)),
+                               b.and_(b.icmp_signed(">=", pitch, last),
+                                      b.icmp_signed("<", pitch, self.const(pitches.stop)))))
+        rows = b.or_(last, b.shl(pitch, self.const(8)))
+        fixed = b.select(contiguous, b.select(short, last, self.const(0)),
+                         b.select(padded, rows, self.const(0)))
+        return b.icmp_unsigned("==", b.or_(fixed, b.shl(itemsize, self.const(16))), expected)
 
     def checked_scalar(self, arg: Any, base: int, k: int, kind: str) -> Any:
         """A scalar of exactly the table's type, as a C double or an int64 in the range
@@ -350,6 +367,14 @@ def _checked_last_axis(p: Any) -> int | None:
     return int(size)
 
 
+def _layout_word(p: Any, dtype: np.dtype) -> int:
+    """The table's word for the layout an array parameter fixes: the size of a fixed
+    last axis, the row pitch of padded rows shifted left by 8 bits, and the element's
+    size shifted left by 16 (so that the machine code can find an array's row pitch)."""
+    pitch = p.type.row_pitch or 0
+    return (_checked_last_axis(p) or 0) | pitch << 8 | dtype.itemsize << 16
+
+
 def _single_array_result(compiled: CompiledKernel) -> int:
     """The number of axes of a kernel's one result where that is an array, else -1."""
     results = compiled.results
@@ -403,7 +428,7 @@ class FastCall:
                 mask = C_CONTIGUOUS | (WRITEABLE if k in written else 0)
                 expected = ((C_CONTIGUOUS if p.type.contiguous else 0)
                             | (WRITEABLE if k in written else 0))
-                words += [id(dtype), p.type.full_ndim, mask, expected, _checked_last_axis(p) or 0]
+                words += [id(dtype), p.type.full_ndim, mask, expected, _layout_word(p, dtype)]
                 self._keep.append(dtype)
                 continue
             scalar_type = part if isinstance(part, type) else part.type

@@ -2,8 +2,8 @@
 C-contiguous array whose last axis is short is specialised on that size, so every stride
 is a constant and the loads of one row vectorise as one interleaved group. Each kernel is
 checked against its own Python function (and on the emulated CUDA device) on the
-specialised layout, on other sizes of the last axis and on strided views, which keep the
-general code."""
+specialised layout, on other sizes of the last axis and on strided views (the general
+code, or padded rows: test_cpu_padded_rows.py)."""
 
 from __future__ import annotations
 
@@ -179,7 +179,9 @@ def test_specialisation_is_in_the_ir(rng):
     assert "array<f32, 2, C, ?x3>" in scale_rows.ir(a, np.zeros_like(a))
     wide = nonzero_floats(rng, (8, 12), np.float32)
     assert "array<f32, 2, C>" in scale_rows.ir(wide, np.zeros_like(wide))
-    view = wide[:, :3]
+    view = wide[:, :3]  # padded rows: see test_cpu_padded_rows.py
+    assert "array<f32, 2, P12, ?x3>" in scale_rows.ir(view, np.zeros(view.shape, np.float32))
+    view = wide[:, ::4]
     assert "array<f32, 2, A>" in scale_rows.ir(view, np.zeros(view.shape, np.float32))
 
 

@@ -405,7 +405,8 @@ def jacobian_vector_product(module: Module, argnums: tuple[int, ...]) -> None:
     check_no_early_exits(fn.body)
     for op in fn.body.walk():
         check_array_results(op, varied | varied_arrays)
-    tangent_args = [Value(a.type, tangent_name(fn.arg_names[k])) for k, a in zip(argnums, roots)]
+    tangent_args = [Value(a.type.of_any_padding() if isinstance(a.type, T.ArrayType) else a.type,
+                          tangent_name(fn.arg_names[k])) for k, a in zip(argnums, roots)]
     body = Block(list(fn.args) + tangent_args)
     builder = IRBuilder(body)
     sweep = TangentSweep(builder, varied, varied_arrays)

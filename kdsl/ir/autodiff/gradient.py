@@ -72,7 +72,7 @@ def build_reverse(fn: Function, argnums: tuple[int, ...], extra_args: list[Value
     stateful = stateful_arrays(fn.body, varied_arrays)
     check_differentiable(fn.body, varied, varied_arrays, stateful)
     adjoint_arrays = {
-        a: Value(a.type, adjoint_name(fn.arg_names[k]))
+        a: Value(a.type.of_any_padding(), adjoint_name(fn.arg_names[k]))
         for k, a in zip(argnums, roots) if isinstance(a.type, T.ArrayType)
     }
     body = Block(list(fn.args) + list(adjoint_arrays.values()) + extra_args)
