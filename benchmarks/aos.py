@@ -5,9 +5,10 @@ Each row times a kernel that reads an ``(N, D)`` array as ``p[j, 0]``, ``p[j, 1]
 and the same kernel on a ``kd.Array[vecD]`` of the same memory, interleaved run by run;
 ``scalar / vector`` is the ratio of their times (target <= 1.25). A C-contiguous array
 with a short last axis is specialised on its size, so both forms compile to wide loads of
-whole rows split into components. The last row passes a strided view (three columns of
-an (N, 4) array), which runs the general code, for comparison. Every result is checked
-against the vector kernel's before timing.
+whole rows split into components. The last rows pass other layouts to the scalar
+kernel, timed against the vector kernel on the dense array: a padded view (three columns
+of an (N, 4) array, specialised on its row pitch) and a column-major array (the general
+code). Every result is checked against the vector kernel's before timing.
 """
 
 from __future__ import annotations
@@ -287,9 +288,14 @@ def main() -> int:
     view = wide[:, :3]
     av = np.zeros_like(pos)
     rows.append(_row(
-        "n-body LJ, strided view", f"N={n} f32",
+        "n-body LJ, padded view", f"N={n} f32",
         lambda: kdk.forces_scalar(view, av, cutoff), lambda: kdk.forces(pos, outs[1], cutoff),
         lambda: (kdk.forces_scalar(view, av, cutoff), _close(av, outs[1]))[-1], rounds))
+    columns = np.asfortranarray(pos)
+    rows.append(_row(
+        "n-body LJ, column-major", f"N={n} f32",
+        lambda: kdk.forces_scalar(columns, av, cutoff), lambda: kdk.forces(pos, outs[1], cutoff),
+        lambda: (kdk.forces_scalar(columns, av, cutoff), _close(av, outs[1]))[-1], rounds))
 
     print(f"load average {os.getloadavg()[0]:.2f} | threads {kd.get_num_threads()}")
     print(f"{'kernel':<26} {'size':<12} {'scalar':>10} {'vector':>10} {'scalar/vector':>14}")
