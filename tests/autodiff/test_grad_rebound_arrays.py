@@ -5,9 +5,16 @@ whose argument type knows its last axis' size)."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 import kdsl as kd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cpu"))
+import kdsl_cuda_testing as cuda_testing  # noqa: E402
 
 
 @kd.kernel
@@ -45,3 +52,12 @@ def test_gradient_through_an_argument_bound_to_a_name_bound_again() -> None:
         loss = rebound(x, 0.7)
     tape.backward(loss)
     np.testing.assert_allclose(x.grad.numpy(), _expected(a, 0.7), rtol=1e-12)
+
+
+@pytest.mark.skipif(not cuda_testing.enabled(), reason="CUDA tests are off")
+def test_on_the_cuda_device() -> None:
+    a = np.random.default_rng(9).uniform(-1.0, 1.0, (3, 4))
+    with cuda_testing.on_device():
+        d_a, d_w = kd.grad(rebound, (0, 1))(kd.array(a, device="cuda"), 0.7)
+        np.testing.assert_allclose(d_a.numpy(), _expected(a, 0.7), rtol=1e-12)
+    assert np.isclose(d_w, kd.grad(rebound, 1)(a, 0.7), rtol=1e-12)
