@@ -9,7 +9,8 @@ assignment's loop writes the row. A row is read once per reduction and once more
 result while it is in the cache, and no temporary array is made. An elementwise value
 used by several of them is recomputed in each, except one that calls a math function
 (softmax's ``e = exp(x - m)``): the loop of the first reduction that reads it stores it in
-the destination's row, and the later loops load it. Under fastmath a division by a value
+the destination's row, and the later loops load it. Layer norm's mean and variance are
+one pass (kdsl/ir/passes/tensor_row_moments.py). Under fastmath a division by a value
 of the row (``e / sum``) is a multiplication by its reciprocal, computed once per row.
 The passes are separate (not an online max-and-sum in one pass): a row of a few thousand
 elements stays in the L1 or L2 cache between them, so the extra pass costs little, and the
@@ -31,6 +32,7 @@ from kdsl.ir.effects import has_side_effects, view_source
 from kdsl.ir.math_builtins import MATH_FUNCTIONS
 from kdsl.ir.passes.tensor_fusion import fusable
 from kdsl.ir.passes.tensor_matmul import lower_matmul
+from kdsl.ir.passes.tensor_row_moments import moment_pairs, reduce_moments
 from kdsl.ir.reductions import REDUCTION_COMBINE, reduction_identity
 from kdsl.records import dataclass
 
@@ -208,9 +210,19 @@ def lower_rows(lo: TensorLowerer, root: Operation, plan: RowPlan) -> None:
         lo.check_fits(source, shape, "cannot assign: array shapes")
 
     kept = _kept_in_destination(lo, plan, dest, ndim)
+    pairs = {mean: variance for mean, variance in moment_pairs(lo, plan).items()
+             if not any(first in (mean, variance) for first in kept.values())}
+    paired = set(pairs.values())
 
     def body(ivs: list[Value], accs: list[Value]) -> list[Value]:
         for op in plan.reductions:
+            if op in pairs:
+                variance = pairs[op]
+                reduce_moments(lo, op, variance, list(ivs), extents[op.result][-1],
+                               extents[variance.result][-1])
+                continue
+            if op in paired:
+                continue
             stores = [v for v, first in kept.items() if first is op] if lo.direct else []
             _reduce_row(lo, op, list(ivs), extents[op.result], dest, stores)
         row = list(ivs)
