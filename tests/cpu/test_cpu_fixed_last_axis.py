@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from kdsl_cpu_util import check, nonzero_floats, positive_floats
+from kdsl_row_kernels import pair_energy, pixel_sums, scale_rows
 
 import kdsl as kd
 
@@ -45,14 +46,6 @@ def forces_scalar(pos, acc, cutoff: kd.f32):
         acc[i, 2] = az
 
 
-@kd.kernel
-def scale_rows(a, out):
-    """Reads and writes every component of each row; the size of the last axis is read
-    from the array, so a specialisation that took the wrong one would show."""
-    for i in kd.prange(a.shape[0]):
-        for k in range(a.shape[1]):
-            out[i, k] = a[i, k] * (k + 1) + a[i, a.shape[1] - 1 - k]
-
 
 @kd.kernel
 def row_norms(a, out):
@@ -62,16 +55,6 @@ def row_norms(a, out):
             s += a[i, k] * a[i, k]
         out[i] = s
 
-
-@kd.kernel
-def pixel_sums(image, out):
-    """An (H, W, C) array: the two inner strides are constants, the outer one is not."""
-    for y in kd.prange(image.shape[0]):
-        for x in range(image.shape[1]):
-            s = 0.0
-            for c in range(image.shape[2]):
-                s += image[y, x, c] * (c + 1)
-            out[y, x] = s
 
 
 @kd.kernel
@@ -268,17 +251,6 @@ def test_arrays_made_in_the_kernel(rng):
         np.testing.assert_allclose(total, want_total, rtol=1e-5)
 
 
-@kd.kernel
-def _energy_scalar(p) -> kd.f64:
-    total = 0.0
-    for i in kd.prange(p.shape[0]):
-        for j in range(p.shape[0]):
-            dx = p[i, 0] - p[j, 0]
-            dy = p[i, 1] - p[j, 1]
-            dz = p[i, 2] - p[j, 2]
-            total += 1.0 / kd.sqrt(dx * dx + dy * dy + dz * dz + 0.5)
-    return total
-
 
 @kd.kernel
 def _energy_vector(p: kd.Array[kd.vec3d]) -> kd.f64:
@@ -294,8 +266,8 @@ def test_gradient_of_the_scalar_indexed_form(rng):
     """The adjoint of an (N, 3) array (scattered into its components) equals the vector
     form's, and central differences."""
     p = nonzero_floats(rng, (17, 3), np.float64)
-    g_scalar = kd.grad(_energy_scalar)(p)
+    g_scalar = kd.grad(pair_energy)(p)
     g_vector = kd.grad(_energy_vector)(p)
     np.testing.assert_allclose(g_scalar, g_vector, rtol=1e-12, atol=1e-12)
     assert np.abs(g_scalar).max() > 1e-3
-    kd.check_grad(_energy_scalar, p)
+    kd.check_grad(pair_energy, p)

@@ -10,20 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from kdsl_cpu_util import check, nonzero_floats
+from kdsl_row_kernels import pair_energy, pixel_sums, scale_rows
 
 import kdsl as kd
 from kdsl import types as T
 from kdsl.ir.parser import parse_type
 from kdsl.runtime.arguments import argument_key, padded_rows
-
-
-@kd.kernel
-def weighted_rows(a, out):
-    """Reads every component of each row; the size of the last axis is read from the
-    array, so a specialisation on the wrong pitch or size would show."""
-    for i in kd.prange(a.shape[0]):
-        for k in range(a.shape[1]):
-            out[i, k] = a[i, k] * (k + 1) + a[i, a.shape[1] - 1 - k]
 
 
 @kd.kernel
@@ -57,17 +49,6 @@ def scatter_rows(index, values, grid):
         grid[cell, 0] += values[i, 0]
         grid[cell, 1] += 2.0 * values[i, 1]
 
-
-@kd.kernel
-def pixel_sums(image, out):
-    """(H, W, C) views: the two inner strides are constants, the outer one comes with
-    the array."""
-    for y in kd.prange(image.shape[0]):
-        for x in range(image.shape[1]):
-            s = 0.0
-            for c in range(image.shape[2]):
-                s += image[y, x, c] * (c + 1)
-            out[y, x] = s
 
 
 @kd.func
@@ -106,11 +87,11 @@ def test_rows_of_each_pitch(rng, n, pitch, dtype):
         view = _padded(nonzero_floats(rng, (74, n), dtype), n)[::2]
     assert not view.flags.c_contiguous
     out = np.zeros(view.shape, dtype)
-    check(weighted_rows, view, out, rtol=1e-6, atol=1e-5)
+    check(scale_rows, view, out, rtol=1e-6, atol=1e-5)
     assert np.abs(out).max() > 0.1
     # written through a padded view too: the padding keeps its values
     target = _padded(np.zeros(view.shape, dtype), pitch + 1)
-    check(weighted_rows, view, target, rtol=1e-6, atol=1e-5)
+    check(scale_rows, view, target, rtol=1e-6, atol=1e-5)
     assert (target.base[:, view.shape[1]:] == 1e6).all()
 
 
@@ -164,7 +145,7 @@ def test_one_kernel_called_with_each_layout_in_turn(rng):
         want = a * np.arange(1, 4, dtype=np.float32) + a[:, ::-1]
         for _ in range(2):
             out = np.zeros((21, 3), np.float32)
-            weighted_rows(a, out)
+            scale_rows(a, out)
             np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-5)
 
 
@@ -202,22 +183,11 @@ def test_types_print_and_parse():
     assert not padded.holds(T.ArrayType(T.f32, 2, True, 3))
 
 
-@kd.kernel
-def _energy(p) -> kd.f64:
-    total = 0.0
-    for i in kd.prange(p.shape[0]):
-        for j in range(p.shape[0]):
-            dx = p[i, 0] - p[j, 0]
-            dy = p[i, 1] - p[j, 1]
-            dz = p[i, 2] - p[j, 2]
-            total += 1.0 / kd.sqrt(dx * dx + dy * dy + dz * dz + 0.5)
-    return total
-
 
 def test_gradient_through_a_padded_view(rng):
     values = nonzero_floats(rng, (13, 3), np.float64)
-    g_view = kd.grad(_energy)(_padded(values, 4))
-    g_dense = kd.grad(_energy)(values)
+    g_view = kd.grad(pair_energy)(_padded(values, 4))
+    g_dense = kd.grad(pair_energy)(values)
     np.testing.assert_allclose(g_view, g_dense, rtol=1e-12, atol=1e-12)
     assert np.abs(g_dense).max() > 1e-3
 
@@ -225,10 +195,10 @@ def test_gradient_through_a_padded_view(rng):
 def test_tangent_through_a_padded_view(rng):
     values = nonzero_floats(rng, (11, 3), np.float64)
     direction = nonzero_floats(rng, (11, 3), np.float64)
-    value, tangent = kd.jvp(_energy, (_padded(values, 4),), (_padded(direction, 5),))
-    dense_value, dense_tangent = kd.jvp(_energy, (values,), (direction,))
+    value, tangent = kd.jvp(pair_energy, (_padded(values, 4),), (_padded(direction, 5),))
+    dense_value, dense_tangent = kd.jvp(pair_energy, (values,), (direction,))
     np.testing.assert_allclose([value, tangent], [dense_value, dense_tangent], rtol=1e-12)
-    np.testing.assert_allclose(tangent, (kd.grad(_energy)(values) * direction).sum(), rtol=1e-10)
+    np.testing.assert_allclose(tangent, (kd.grad(pair_energy)(values) * direction).sum(), rtol=1e-10)
 
 
 @kd.kernel
