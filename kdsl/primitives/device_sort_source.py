@@ -19,7 +19,7 @@ from typing import Any
 from kdsl import types as T
 from kdsl.primitives.generated import ONE_TRIP, as_func, define, kd_name
 from kdsl.primitives.keys import key_func_source, key_type
-from kdsl.primitives.sort_source import BUCKETS, DIGIT_BITS, SMALL
+from kdsl.primitives.sort_source import BUCKETS, DIGIT_BITS, sort_prologue
 
 MIN_TILE = 256  # keys a thread counts and moves: at least 256 (the table of counts has at
 MAX_TILE = 4096  # most as many entries as there are keys), at most 4096; 4096 tiles between
@@ -73,33 +73,7 @@ def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
         buffers.append(f"    vb = kd.empty(n, {kd_name(values)})")
     copy_back = ["            keys[m] = kb[m]"] + (["            values[m] = vb[m]"] if with_values else [])
     return "\n".join([
-        "@kd.func",
-        f"def radix_sort({params}):",
-        "    n = keys.shape[0]",
-        f"    if n <= {SMALL}:",
-        "        for i in range(1, n):",
-        "            x = keys[i]",
-        *(["            v = values[i]"] if with_values else []),
-        "            kx = key_of(x)",
-        "            j = i",
-        "            while j > 0 and key_of(keys[j - 1]) > kx:",
-        "                keys[j] = keys[j - 1]",
-        *(["                values[j] = values[j - 1]"] if with_values else []),
-        "                j -= 1",
-        "            keys[j] = x",
-        *(["            values[j] = v"] if with_values else []),
-        "        return",
-        f"    low = ~{k}(0)",
-        f"    high = {k}(0)",
-        "    for i in kd.prange(n):",
-        "        key = key_of(keys[i])",
-        "        low = min(low, key)",
-        "        high = max(high, key)",
-        "    span = high - low",
-        "    passes = 0",
-        f"    for p in range({passes}):",
-        f"        if (span >> (p * {DIGIT_BITS})) != 0:",
-        "            passes = p + 1",
+        *sort_prologue(params, k, passes, with_values),
         f"    tile = min(max(n // 4096, {MIN_TILE}), {MAX_TILE})",
         "    tiles = (n + tile - 1) // tile",
         f"    counts = kd.empty({BUCKETS} * tiles, kd.i32)",

@@ -64,27 +64,20 @@ def _scatter_source(with_values: bool) -> str:
     ]) + "\n"
 
 
-def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
-    """``radix_sort(keys[, values])``: sorts 1-D ``keys`` in place (with ``values``)."""
-    with_values = values is not None
-    passes = -(-key_type(t).bits // DIGIT_BITS)
-    params = "keys, values" if with_values else "keys"
-    k = kd_name(key_type(t))
-    buffers = [f"    kb = kd.empty(n, {kd_name(t)})"]
-    if values is not None:
-        buffers.append(f"    vb = kd.empty(n, {kd_name(values)})")
-    forward = "keys, values, kb, vb" if with_values else "keys, kb"
-    backward = "kb, vb, keys, values" if with_values else "kb, keys"
-    copy_back = ["            keys[m] = kb[m]"] + (["            values[m] = vb[m]"] if with_values else [])
+def sort_prologue(params: str, k: str, passes: int, with_values: bool) -> list[str]:
+    """The lines that open ``radix_sort`` on every device: a few keys (up to ``SMALL``)
+    sorted by a stable insertion sort, else ``low``, the smallest key, and ``passes``, the
+    passes the keys less ``low`` need (digits above the highest bit of the largest
+    difference are zero in every key, so those passes are not made). ``k`` names the
+    key type, ``passes`` the most passes it can need."""
     insert_value = ["            v = values[i]"] if with_values else []
     shift_value = ["                values[j] = values[j - 1]"] if with_values else []
     place_value = ["            values[j] = v"] if with_values else []
-    return "\n".join([
+    return [
         "@kd.func",
         f"def radix_sort({params}):",
         "    n = keys.shape[0]",
         f"    if n <= {SMALL}:",
-        # a few keys: a stable insertion sort by the same keys
         "        for i in range(1, n):",
         "            x = keys[i]",
         *insert_value,
@@ -97,8 +90,6 @@ def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
         "            keys[j] = x",
         *place_value,
         "        return",
-        # the keys less the smallest: digits above the highest bit of the largest are
-        # zero in every key, so those passes are not made
         f"    low = ~{k}(0)",
         f"    high = {k}(0)",
         "    for i in kd.prange(n):",
@@ -110,6 +101,23 @@ def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
         f"    for p in range({passes}):",
         f"        if (span >> (p * {DIGIT_BITS})) != 0:",
         "            passes = p + 1",
+    ]
+
+
+def _sort_source(t: T.ScalarType, values: T.ScalarType | None) -> str:
+    """``radix_sort(keys[, values])``: sorts 1-D ``keys`` in place (with ``values``)."""
+    with_values = values is not None
+    passes = -(-key_type(t).bits // DIGIT_BITS)
+    params = "keys, values" if with_values else "keys"
+    k = kd_name(key_type(t))
+    buffers = [f"    kb = kd.empty(n, {kd_name(t)})"]
+    if values is not None:
+        buffers.append(f"    vb = kd.empty(n, {kd_name(values)})")
+    forward = "keys, values, kb, vb" if with_values else "keys, kb"
+    backward = "kb, vb, keys, values" if with_values else "kb, keys"
+    copy_back = ["            keys[m] = kb[m]"] + (["            values[m] = vb[m]"] if with_values else [])
+    return "\n".join([
+        *sort_prologue(params, k, passes, with_values),
         "    nb = min(max(n // 65536, 1), 64)",
         f"    slots = kd.empty((nb, {BUCKETS}), kd.i64)",
         *buffers,
