@@ -81,7 +81,10 @@ def load_gallery(name: str) -> Any:
     return module
 
 
-def soft_body(side: int, steps: int) -> None:
+def _soft_body_phases(side: int, steps: int) -> tuple[Any, Any, Any, list[Any]]:
+    """The gallery's soft-body throw as three timed phases: the forward run, the run
+    recorded on a tape, and the tape's backward; and the list holding the last recorded
+    tape and its loss."""
     import kdsl as kd
 
     throw = load_gallery("soft_body_throw")
@@ -105,6 +108,13 @@ def soft_body(side: int, steps: int) -> None:
         tape.backward(loss)
         tape.zero()
 
+    return forward, record, backward, recorded
+
+
+def soft_body(side: int, steps: int) -> None:
+    import kdsl as kd
+
+    forward, record, backward, recorded = _soft_body_phases(side, steps)
     record()
     backward()
     rows = []  # interleaved, best of each
@@ -128,27 +138,7 @@ def soft_body_cpu_time(side: int, steps: int) -> None:
     of interleaved runs), so that other processes' load does not count."""
     import kdsl as kd
 
-    throw = load_gallery("soft_body_throw")
-    scene = throw.Scene(side, "cpu")
-    dt = throw.FLIGHT_SECONDS / steps
-    recorded: list[Any] = []
-
-    def forward() -> None:
-        scene.run(steps, dt)
-
-    def record() -> None:
-        if recorded:
-            recorded[0].reset()
-            recorded.clear()
-        with kd.Tape() as tape:
-            loss, _ = scene.run(steps, dt)
-        recorded[:] = [tape, loss]
-
-    def backward() -> None:
-        tape, loss = recorded
-        tape.backward(loss)
-        tape.zero()
-
+    forward, record, backward, _ = _soft_body_phases(side, steps)
     threads = kd.get_num_threads()
     kd.set_num_threads(1)
     try:
