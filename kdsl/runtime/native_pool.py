@@ -84,16 +84,20 @@ class PoolEmitter:
 
     def each_slot(self, b: Any, body: Any) -> None:
         """Runs ``body(b, k)`` for k in 0 .. SLOTS - 1."""
+        self.count_up(b, self.const(SLOTS), body, "slots")
+
+    def count_up(self, b: Any, stop: Any, body: Any, name: str) -> None:
+        """Runs ``body(b, k)`` for k in 0 .. stop - 1 (``stop`` an i64)."""
         fn = b.function
         entry = b.block
-        header = fn.append_basic_block("slots.header")
-        inside = fn.append_basic_block("slots.body")
-        done = fn.append_basic_block("slots.done")
+        header = fn.append_basic_block(f"{name}.header")
+        inside = fn.append_basic_block(f"{name}.body")
+        done = fn.append_basic_block(f"{name}.done")
         b.branch(header)
         b.position_at_end(header)
         k = b.phi(self.i64)
         k.add_incoming(self.const(0), entry)
-        b.cbranch(b.icmp_signed("<", k, self.const(SLOTS)), inside, done)
+        b.cbranch(b.icmp_signed("<", k, stop), inside, done)
         b.position_at_end(inside)
         body(b, k)
         k.add_incoming(b.add(k, self.const(1)), b.block)
@@ -239,20 +243,11 @@ class PoolEmitter:
         itemsize = b.load(b.gep(a.itemsizes, [self.const(0), b.zext(code, self.i64)]))
         count = b.alloca(self.i64)
         b.store(itemsize, count)
-        fn_entry = b.block
-        header = fn.append_basic_block("count.header")
-        body = fn.append_basic_block("count.body")
-        done = fn.append_basic_block("count.done")
-        b.branch(header)
-        b.position_at_end(header)
-        k = b.phi(self.i64)
-        k.add_incoming(self.const(0), fn_entry)
-        b.cbranch(b.icmp_signed("<", k, b.sext(ndim, self.i64)), body, done)
-        b.position_at_end(body)
-        b.store(b.mul(b.load(count), b.load(b.gep(shape, [k]))), count)
-        k.add_incoming(b.add(k, self.const(1)), body)
-        b.branch(header)
-        b.position_at_end(done)
+
+        def times_size(b: Any, k: Any) -> None:
+            b.store(b.mul(b.load(count), b.load(b.gep(shape, [k]))), count)
+
+        self.count_up(b, b.sext(ndim, self.i64), times_size, "count")
         nbytes = b.load(count)  # the caller checked it is in the pool's range
         address = b.alloca(self.i64)
         b.store(b.call(self.take_fn, [nbytes]), address)
