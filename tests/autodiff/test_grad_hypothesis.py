@@ -4,35 +4,15 @@ against float64 central differences of the compiled kernel itself."""
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import os
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kdsl_cpu_util import kernel_from_source
 
 import kdsl as kd
-
-_FOLDER = Path(tempfile.mkdtemp(prefix="kdsl-grad-programs-"))
-_COUNTER = itertools.count()
-
-
-def kernel_from_source(src: str) -> Any:
-    name = f"grad_program_{next(_COUNTER)}"
-    path = _FOLDER / f"{name}.py"
-    path.write_text("import kdsl as kd\n\n" + src)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module.k
-
 
 SQUASH = ["kd.tanh({})", "kd.sin({})", "({0}) / (1.0 + ({0}) * ({0}))", "kd.sqrt(({0}) * ({0}) + 0.5)"]
 
@@ -136,7 +116,7 @@ def central_differences(kernel: Any, x: np.ndarray, w: float, eps: float = 1e-6)
 @settings(max_examples=int(os.environ.get("KDSL_FUZZ_EXAMPLES", "8")), deadline=None, suppress_health_check=list(HealthCheck))
 @given(programs(), st.integers(0, 2**32 - 1))
 def test_random_kernels_against_central_differences(src: str, seed: int) -> None:
-    kernel = kernel_from_source(src)
+    kernel = kernel_from_source(src, prefix="grad_program")
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1.0, 1.0, size=5)
     w = float(rng.uniform(0.2, 1.2))

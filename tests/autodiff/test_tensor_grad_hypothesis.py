@@ -8,35 +8,15 @@ mode against reverse mode.
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import os
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kdsl_cpu_util import kernel_from_source
 
 import kdsl as kd
-
-_FOLDER = Path(tempfile.mkdtemp(prefix="kdsl-tensor-grad-programs-"))
-_COUNTER = itertools.count()
-
-
-def kernel_from_source(src: str) -> Any:
-    name = f"tensor_grad_program_{next(_COUNTER)}"
-    path = _FOLDER / f"{name}.py"
-    path.write_text("import kdsl as kd\n\n" + src)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module.k
-
 
 # every expression is a (3, 4) array; a is (3, 4), b a row (4,), c a column (3, 1),
 # m (4, 4), w a scalar; the gradient is taken with respect to all but c
@@ -132,7 +112,7 @@ def central_differences(kernel: Any, varied: list[Any], args: list[Any],
           suppress_health_check=list(HealthCheck))
 @given(programs(), st.integers(0, 2**32 - 1))
 def test_random_tensor_programs_against_central_differences(src: str, seed: int) -> None:
-    kernel = kernel_from_source(src)
+    kernel = kernel_from_source(src, prefix="tensor_grad_program")
     rng = np.random.default_rng(seed)
     args = [rng.uniform(-1.0, 1.0, (3, 4)), rng.uniform(-1.0, 1.0, 4),
             rng.uniform(-1.0, 1.0, (3, 1)), rng.uniform(-1.0, 1.0, (4, 4)),
