@@ -18,6 +18,7 @@ from kdsl.frontend import numeric_rules
 from kdsl.frontend.math_calls import math_call
 from kdsl.frontend.tensors import is_array, reduction_arguments
 from kdsl.frontend.values import FormattedText, Static, TupleValue, VectorMethod
+from kdsl.integer_conversion import integer_literal
 from kdsl.ir.core import Value
 from kdsl.ir.math_builtins import MATH_FUNCTIONS, math_module_function, numpy_functions
 
@@ -671,8 +672,8 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
         v = lo.value_of(_parse_number_string(lo, node, args[0], fn), node)
         if not isinstance(v.type, T.ScalarType):
             lo.error(f"cannot cast a value of type {v.type} to {fn}", node)
-        literal = lo.builder.known_constants.get(v)
-        if fn.is_integer and type(literal) is int:
+        literal = integer_literal(node.args[0])  # kd.u8(300); a value of any other kind wraps
+        if fn.is_integer and literal is not None:
             info = np.iinfo(fn.numpy_dtype)
             if not info.min <= literal <= info.max:
                 lo.error(f"{literal} does not fit in {fn} [{info.min}, {info.max}]", node)

@@ -12,6 +12,7 @@ import numpy as np
 
 from kdsl import types as T
 from kdsl.builtins import Matrix, Vector, spread_vector_index
+from kdsl.integer_conversion import checked_literal_conversion as _kd_convert_literal  # noqa: F401
 from kdsl.integer_conversion import converted_call as _kd_convert  # noqa: F401 - a helper
 from kdsl.runtime.python_compare import compared as _kd_compare  # noqa: F401 - a helper
 from kdsl.runtime.python_compare import small_power as _kd_power  # noqa: F401 - a helper

@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from kdsl.integer_conversion import CONVERSION_NAMES
+from kdsl.integer_conversion import CONVERSION_NAMES, KDSL_INTEGER_NAMES, integer_literal
 
 _IN_PLACE: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.iadd, ast.Sub: operator.isub, ast.Mult: operator.imul,
@@ -35,7 +35,7 @@ _IN_PLACE: dict[type, Callable[[Any, Any], Any]] = {
 }
 _OPERATOR_NAMES = {op: f"_kd_op_{op.__name__}" for op in _IN_PLACE}
 HELPERS = ("_kd_getitem", "_kd_setitem", "_kd_augitem", "_kd_setcomponent", "_kd_augcomponent",
-           "_kd_convert", "_kd_compare", "_kd_power")
+           "_kd_convert", "_kd_convert_literal", "_kd_compare", "_kd_power")
 
 
 def _plain_index(node: ast.expr) -> bool:
@@ -112,6 +112,11 @@ class _RouteSubscripts(ast.NodeTransformer):
         function = node.func
         name = function.id if isinstance(function, ast.Name) else (
             function.attr if isinstance(function, ast.Attribute) else None)
+        single = len(node.args) == 1 and not node.keywords
+        literal = integer_literal(node.args[0]) if single else None
+        if name in CONVERSION_NAMES | KDSL_INTEGER_NAMES and literal is not None:
+            call = ast.Call(ast.Name("_kd_convert_literal", ast.Load()), [function, *node.args], [])
+            return ast.copy_location(call, node)
         if name in CONVERSION_NAMES:
             call = ast.Call(ast.Name("_kd_convert", ast.Load()), [function, *node.args],
                             node.keywords)

@@ -92,3 +92,31 @@ def test_conversions_of_a_scalar_argument(x):
 def test_kd_u32_of_a_negative_float_in_plain_python_is_zero():
     assert kd.u32(-3.7) == 0 and isinstance(kd.u32(-3.7), np.uint32)
     assert kd.i8(np.float32(1e10)) == 127 and kd.u8(math.nan) == 0
+
+
+WIDE_CONSTANT = 300  # a compile-time constant, not a literal in the conversion: it wraps
+
+
+@kd.kernel
+def narrowing_of_python_ints(n, m: kd.i64):
+    return kd.u8(n), np.int8(m), kd.u16(n * 1000), kd.u8(WIDE_CONSTANT), kd.i8(-WIDE_CONSTANT)
+
+
+@pytest.mark.parametrize("n", [300, -1, 2 ** 40 + 7, -(2 ** 63), 255])
+def test_a_python_int_of_another_type_wraps_in_both_modes(n):
+    expected = (np.uint8(n % 256), np.int8((n + 128) % 256 - 128),
+                np.uint16((n * 1000) % 2 ** 16), np.uint8(44), np.int8(-44))
+    assert narrowing_of_python_ints(n, n) == expected
+    assert narrowing_of_python_ints.python(n, n) == expected
+    assert kd.u8(n) == np.uint8(n % 256)  # called in plain Python too
+
+
+def test_a_literal_the_type_cannot_hold_is_an_error_in_both_modes():
+    kernel = kernel_from_source("@kd.kernel\ndef k(x):\n    return x + kd.u8(-1)\n")
+    with pytest.raises(kd.CompileError, match=r"-1 does not fit in u8 \[0, 255\]") as info:
+        kernel(1)
+    assert "kd.u8(-1)" in str(info.value)
+    with pytest.raises(OverflowError, match=r"-1 does not fit in u8"):
+        kernel.python(1)
+    fits = kernel_from_source("@kd.kernel\ndef k(x):\n    return x + np.int16(-32768)\n")
+    check(fits, 5)
