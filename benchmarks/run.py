@@ -20,6 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+# OpenBLAS's idle threads spin for about 0.1 s after each call (its THREAD_TIMEOUT, 2^28
+# cycles) before they sleep; kdsl's spin some 25 us. In rows that time the sides in turn
+# on a 2-core machine, the spinning thread took a core from whichever side ran next (the
+# kdsl matrix products ran at one thread's speed half the time). OpenBLAS is given about
+# kdsl's wait (2^16 cycles) before NumPy loads it, unless the user set it.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
+
 import llvmlite  # noqa: E402
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
