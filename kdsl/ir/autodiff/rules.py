@@ -95,7 +95,9 @@ def _pow(e: AdjointEmitter, op: Operation, x: Sequence[Value], g: Value) -> Adjo
     r = e.result(op)
     one = e.const(1.0, a.type)
     zero = e.const(0.0, a.type)
-    da = e.op("mul", b, e.op("pow", a, e.op("sub", b, one)))
+    # d(a ** b)/da is 0 where b is 0 (not 0 * a ** -1, NaN at a = 0), as in JAX and PyTorch
+    da = e.op("select", e.op("eq", b, zero), zero,
+              e.op("mul", b, e.op("pow", a, e.op("sub", b, one))))
     positive = e.op("gt", a, zero)
     db = e.op("select", positive, e.op("mul", r, e.op("log", e.op("select", positive, a, one))), zero)
     return [e.scaled(g, da), e.scaled(g, db)]

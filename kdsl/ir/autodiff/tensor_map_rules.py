@@ -163,6 +163,8 @@ def _pow(e: Any, op: Operation, x: Sequence[Value], g: Value) -> list[Value | No
     if exponent is None:
         return ADJOINT_RULES["pow"](e, op, x, g)
     exponent = float(exponent)
+    if exponent == 0.0:
+        return [None, None]
     if exponent == 1.0:
         return [g, None]
     if exponent == 2.0:
