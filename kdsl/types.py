@@ -224,6 +224,11 @@ class ArrayType:
     short last axis, or a vector element) are contiguous, and the axis before them steps
     ``row_pitch`` elements, a constant; strides of any axes before that come with the
     array. Such a type is not ``contiguous``.
+
+    ``unit_first_stride`` marks an array that is not C-contiguous whose first axis steps
+    one element (a column-major ``(N, 3)`` array, or ``pos.T`` of a ``(3, N)`` one): that
+    stride is a constant and the others come with the array, so a loop over the first
+    axis reads each column as contiguous memory.
     """
 
     dtype: ElementType
@@ -231,11 +236,14 @@ class ArrayType:
     contiguous: bool | None = None
     last_axis_size: int | None = None
     row_pitch: int | None = None
+    unit_first_stride: bool = False
 
     def __repr__(self) -> str:
         layout = {None: "", True: ", C", False: ", A"}[self.contiguous]
         if self.row_pitch is not None:
             layout = f", P{self.row_pitch}"
+        if self.unit_first_stride:
+            layout = ", F"
         if self.last_axis_size is not None:
             layout += f", ?x{self.last_axis_size}"
         return f"array<{self.dtype}, {self.ndim}{layout}>"
@@ -265,15 +273,18 @@ class ArrayType:
         return bool(self.contiguous) or self.row_pitch is not None
 
     def specialised(self, contiguous: bool, last_axis_size: int | None = None,
-                    row_pitch: int | None = None) -> ArrayType:
-        """The type of an array of this annotation's: ``last_axis_size`` and ``row_pitch``
-        as ``argument_layout`` finds them, kept where this element type can use them."""
+                    row_pitch: int | None = None, unit_first_stride: bool = False) -> ArrayType:
+        """The type of an array of this annotation's: ``last_axis_size``, ``row_pitch``
+        and ``unit_first_stride`` as ``argument_layout`` finds them, kept where this
+        element type can use them."""
         scalar = isinstance(self.dtype, ScalarType)
         if contiguous or not (self.ndim >= 1 + scalar and isinstance(self.dtype, (ScalarType, VectorType))):
             row_pitch = None
         if not (self.ndim >= 2 and scalar and (contiguous or row_pitch is not None)):
             last_axis_size = None
-        return ArrayType(self.dtype, self.ndim, contiguous, last_axis_size, row_pitch)
+        unit_first_stride = unit_first_stride and not contiguous and row_pitch is None
+        return ArrayType(self.dtype, self.ndim, contiguous, last_axis_size, row_pitch,
+                         unit_first_stride)
 
     def holds(self, other: ArrayType) -> bool:
         """Whether a variable of this type can hold an array of ``other``'s (it makes no
@@ -281,12 +292,14 @@ class ArrayType:
         return ((self.dtype, self.ndim) == (other.dtype, other.ndim)
                 and (not self.contiguous or bool(other.contiguous))
                 and self.last_axis_size in (None, other.last_axis_size)
-                and self.row_pitch in (None, other.row_pitch))
+                and self.row_pitch in (None, other.row_pitch)
+                and (not self.unit_first_stride or other.unit_first_stride))
 
     def of_any_padding(self) -> ArrayType:
         """The type of an array of this one's shape made elsewhere (an adjoint or a
-        tangent the runtime allocates): this type without the row pitch of padded rows."""
-        return self.generalised() if self.row_pitch is not None else self
+        tangent the runtime allocates): this type without the row pitch of padded rows
+        or the unit first stride."""
+        return self.generalised() if self.row_pitch is not None or self.unit_first_stride else self
 
     def generalised(self) -> ArrayType:
         """The same array with no fixed last axis."""

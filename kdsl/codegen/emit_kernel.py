@@ -23,6 +23,7 @@ from kdsl.codegen.llvm_types import (
     Repr,
     atomicrmw_operation,
     f64,
+    first_stride,
     flatten,
     i1,
     i8,
@@ -179,7 +180,10 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         else:  # padded rows: the leading strides come with the array, the others are constants
             sp = self._field(obj, strides_off, i64.as_pointer())
             passed = t.free_ndim - 1 if t.row_pitch is not None else t.full_ndim
-            strides = [self.b.load(self.b.gep(sp, [ir.Constant(i64, k)])) for k in range(passed)]
+            first = 1 if t.unit_first_stride else 0  # column-major: a constant first stride
+            strides = [first_stride(t)] if first else []
+            strides += [self.b.load(self.b.gep(sp, [ir.Constant(i64, k)]))
+                        for k in range(first, passed)]
             if t.row_pitch is not None:
                 strides += implied_strides(t)
         return ArrayView(data, shape, strides)

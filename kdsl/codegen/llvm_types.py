@@ -65,11 +65,13 @@ def flatten(value: Repr, t: Any = None) -> list[ir.Value]:
     """A value's LLVM parts. For an array type that implies strides (C-contiguous, or
     padded rows), the strides it implies (of the last free axis and of the fixed axes)
     are left out: they stay constants wherever the array goes (phis, parallel regions),
-    which the vectoriser needs."""
+    which the vectoriser needs. So is the first stride of an array of unit first stride."""
     if isinstance(value, ArrayView):
         if isinstance(t, T.ArrayType) and t.strides_implied:
             free = t.free_ndim
             return [value.data, *value.shape[:free], *value.strides[:free - 1]]
+        if isinstance(t, T.ArrayType) and t.unit_first_stride:
+            return [value.data, *value.shape, *value.strides[1:]]
         return value.flatten()
     if isinstance(value, list):
         return list(value)
@@ -111,8 +113,18 @@ def implied_strides(t: T.ArrayType) -> list[ir.Value]:
     return [ir.Constant(i64, stride)] + strides
 
 
+def first_stride(t: T.ArrayType) -> ir.Value:
+    """The byte stride of the first axis of an array of unit first stride: a constant."""
+    return ir.Constant(i64, T.element_scalar(t.dtype).itemsize)
+
+
 def unflatten(t: Any, values: list[ir.Value]) -> Repr:
     if isinstance(t, T.ArrayType):
+        if t.unit_first_stride:
+            view = ArrayView.unflatten([*values[:1 + t.full_ndim], ir.Constant(i64, 0),
+                                        *values[1 + t.full_ndim:]], t.full_ndim)
+            view.strides[0] = first_stride(t)
+            return view
         if not t.strides_implied:
             return ArrayView.unflatten(values, t.full_ndim)
         free = t.free_ndim
@@ -131,6 +143,8 @@ def flat_types(t: Any) -> list[ir.Type]:
     if isinstance(t, T.ArrayType):
         if t.strides_implied:
             return [i8_ptr] + [i64] * (2 * t.free_ndim - 1)
+        if t.unit_first_stride:
+            return [i8_ptr] + [i64] * (2 * t.full_ndim - 1)
         return [i8_ptr] + [i64] * (2 * t.full_ndim)
     if isinstance(t, (T.VectorType, T.MatrixType)):
         return [scalar_type(t.element)] * t.count

@@ -56,7 +56,7 @@ _NAMED = {t.name: t for t in (*T.NAMED_VECTORS, *T.NAMED_MATRICES)}
 
 def parse_type(text: str) -> Any:
     """A type as ``str()`` prints it: ``f32``, ``vec3``, ``vec2<i64>``, ``mat23<f64>``,
-    ``array<vec3, 1, C>``, ``array<f32, 2, C, ?x3>``, ``array<f32, 2, P4, ?x3>``."""
+    ``array<vec3, 1, C>``, ``array<f32, 2, C, ?x3>``, ``array<f32, 2, P4, ?x3>``, ``array<f32, 2, F>``."""
     text = text.strip()
     if text in _SCALARS:
         return _SCALARS[text]
@@ -64,12 +64,13 @@ def parse_type(text: str) -> Any:
         return _NAMED[text]
     if text.startswith("array<") and text.endswith(">"):
         parts = split_top_level(text[len("array<"):-1])
-        layout = {"C": True, "A": False}.get(parts[2]) if len(parts) >= 3 else None
+        layout = {"C": True, "A": False, "F": False}.get(parts[2]) if len(parts) >= 3 else None
+        unit_first = len(parts) >= 3 and parts[2] == "F"
         pitch = int(parts[2][1:]) if len(parts) >= 3 and parts[2].startswith("P") else None
         if pitch is not None:
             layout = False
         last = int(parts[3].removeprefix("?x")) if len(parts) == 4 else None
-        return T.ArrayType(parse_type(parts[0]), int(parts[1]), layout, last, pitch)
+        return T.ArrayType(parse_type(parts[0]), int(parts[1]), layout, last, pitch, unit_first)
     match = re.fullmatch(r"vec(\d+)<(\w+)>", text)
     if match:
         return T.vector_type(_SCALARS[match.group(2)], int(match.group(1)))

@@ -35,13 +35,23 @@ def padded_rows(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int)
     return shape[-1], pitch
 
 
-def argument_layout(a: np.ndarray) -> tuple[bool, int | None, int | None]:
-    """Whether a NumPy array is C-contiguous, and the last-axis size and row pitch a
-    specialisation may fix (``ArrayType.specialised``'s arguments)."""
+def unit_first_stride(strides: tuple[int, ...], itemsize: int) -> bool:
+    """Whether an array that is neither C-contiguous nor of padded rows has a first axis
+    that steps one element (see ``ArrayType.unit_first_stride``): a column-major array.
+
+    The compiled call path (fast_call.py) classifies arrays the same way."""
+    return len(strides) >= 2 and strides[0] == itemsize
+
+
+def argument_layout(a: np.ndarray) -> tuple[bool, int | None, int | None, bool]:
+    """Whether a NumPy array is C-contiguous, and the last-axis size, row pitch and unit
+    first stride a specialisation may fix (``ArrayType.specialised``'s arguments)."""
     if a.flags.c_contiguous:
-        return True, fixed_last_axis(a.shape, True), None
+        return True, fixed_last_axis(a.shape, True), None, False
     rows = padded_rows(a.shape, a.strides, a.itemsize)
-    return (False, None, None) if rows is None else (False, *rows)
+    if rows is None:
+        return False, None, None, unit_first_stride(a.strides, a.itemsize)
+    return False, *rows, False
 
 
 def argument_key(a: Any) -> Any:
@@ -51,7 +61,9 @@ def argument_key(a: Any) -> Any:
         contiguous = a.flags.c_contiguous
         if contiguous:
             return (a.dtype, a.ndim, True, fixed_last_axis(a.shape, True))
-        return (a.dtype, a.ndim, False, padded_rows(a.shape, a.strides, a.itemsize))
+        rows = padded_rows(a.shape, a.strides, a.itemsize)
+        return (a.dtype, a.ndim, False, rows,
+                rows is None and unit_first_stride(a.strides, a.itemsize))
     if t is float or t is int or t is bool:
         return t
     if isinstance(a, np.generic):
@@ -112,7 +124,8 @@ def parameter_for(name: str, annotation: Any, a: Any) -> Parameter:
     """The parameter an argument binds to; TypeError naming it when it does not fit."""
     if is_cuda_array(a):
         p = parameter_for(name, annotation, _typing_stand_in(a))
-        if isinstance(p.type, T.ArrayType) and p.type.row_pitch is not None:  # host only
+        if isinstance(p.type, T.ArrayType) and (p.type.row_pitch is not None
+                                                or p.type.unit_first_stride):  # host only
             p = Parameter(p.name, p.type.generalised(), p.weak, p.passing, p.trailing_shape)
         if p.passing != "object":  # a vector, matrix or scalar: a value the host passes
             raise TypeError(f"argument '{name}': expected {_describe_annotation(p.type)} "

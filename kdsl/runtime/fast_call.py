@@ -56,6 +56,7 @@ _SCALAR_KINDS = {
     (bool, "int"): "b", (np.dtype(np.bool_), "int"): "B",
 }
 _METH_FASTCALL = 0x80
+_UNIT_FIRST_STRIDE = 1 << 32  # the layout word's flag for ArrayType.unit_first_stride
 # NumPy's array flags (numpy/ndarraytypes.h)
 C_CONTIGUOUS = 0x1
 WRITEABLE = 0x400
@@ -192,13 +193,14 @@ class _Emitter(MadeArrayResults):
     def same_fixed_last_axis(self, arg: Any, nd: Any, flags: Any, word: int) -> Any:
         """Whether the layout the specialisation fixes (the table's ``word``: see
         ``_layout_word``) is the one ``argument_layout`` gives the array: the size of a
-        short last axis of a C-contiguous array, or that and the row pitch of padded rows."""
+        short last axis of a C-contiguous array, that and the row pitch of padded rows,
+        or the unit first stride of other arrays."""
         b, i64 = self.b, self.i64
         _, _, dims_offset, strides_offset = ndarray_offsets()
         dims = self.field(arg, dims_offset, i64.as_pointer())
         strides = self.field(arg, strides_offset, i64.as_pointer())
         expected = self.word(word)
-        itemsize = b.lshr(expected, self.const(16))
+        itemsize = b.and_(b.lshr(expected, self.const(16)), self.const(0xFFFF))
         last_index = b.sub(nd, self.const(1))  # nd >= 1: checked above
         last = b.load(b.gep(dims, [last_index]))
         sizes, pitches = T.FIXED_LAST_AXIS_SIZES, T.FIXED_ROW_PITCHES
@@ -217,8 +219,13 @@ class _Emitter(MadeArrayResults):
                                b.and_(b.icmp_signed(">=", pitch, last),
                                       b.icmp_signed("<", pitch, self.const(pitches.stop)))))
         rows = b.or_(last, b.shl(pitch, self.const(8)))
+        # unit first stride (read only where nd >= 2, as argument_layout does)
+        first = b.load(strides)
+        column = b.and_(b.icmp_signed(">=", nd, self.const(2)),
+                        b.icmp_signed("==", first, itemsize))
+        other = b.select(column, self.const(_UNIT_FIRST_STRIDE), self.const(0))
         fixed = b.select(contiguous, b.select(short, last, self.const(0)),
-                         b.select(padded, rows, self.const(0)))
+                         b.select(padded, rows, other))
         return b.icmp_unsigned("==", b.or_(fixed, b.shl(itemsize, self.const(16))), expected)
 
     def checked_scalar(self, arg: Any, base: int, k: int, kind: str) -> Any:
@@ -369,10 +376,12 @@ def _checked_last_axis(p: Any) -> int | None:
 
 def _layout_word(p: Any, dtype: np.dtype) -> int:
     """The table's word for the layout an array parameter fixes: the size of a fixed
-    last axis, the row pitch of padded rows shifted left by 8 bits, and the element's
-    size shifted left by 16 (so that the machine code can find an array's row pitch)."""
+    last axis, the row pitch of padded rows shifted left by 8 bits, the element's size
+    shifted left by 16 (so that the machine code can find an array's row pitch), and
+    ``_UNIT_FIRST_STRIDE`` for an array whose first axis steps one element."""
     pitch = p.type.row_pitch or 0
-    return (_checked_last_axis(p) or 0) | pitch << 8 | dtype.itemsize << 16
+    unit_first = _UNIT_FIRST_STRIDE if p.type.unit_first_stride else 0
+    return (_checked_last_axis(p) or 0) | pitch << 8 | dtype.itemsize << 16 | unit_first
 
 
 def _single_array_result(compiled: CompiledKernel) -> int:

@@ -106,12 +106,20 @@ def test_strided_two_dimensional_views(compilations):
     scale_rows(g[:, ::2], 0.5)
     expected[:, ::2] *= 0.5
     np.testing.assert_array_equal(g, expected)
-    assert len(compilations) == 1  # both views are f32 2-D arrays of the general layout
+    scale_rows(g[::2, ::2], 0.5)
+    expected[::2, ::2] *= 0.5
+    np.testing.assert_array_equal(g, expected)
+    # the transpose steps one element along its first axis: a specialisation of its own;
+    # both other views are f32 2-D arrays of the general layout
+    assert len(compilations) == 2
     scale_rows(g[:, 1:3], 3.0)  # short rows, padded: a specialisation of their own
     expected[:, 1:3] *= 3.0
     np.testing.assert_array_equal(g, expected)
+    scale_rows(g.T[1:, :], 2.0)  # the transpose's layout again
+    expected.T[1:, :] *= 2.0
+    np.testing.assert_array_equal(g, expected)
     assert [str(types[0]) for _, types in compilations] == [
-        "array<f32, 2, A>", "array<f32, 2, P4, ?x2>"]
+        "array<f32, 2, F>", "array<f32, 2, A>", "array<f32, 2, P4, ?x2>"]
 
 
 def test_repeated_calls_take_the_fast_path(compilations, monkeypatch):
