@@ -167,3 +167,28 @@ def first_jump(stmts: Iterable[ast.AST], kinds: tuple[type, ...], through_loops:
                     continue
                 stack.append(c)
     return None
+
+
+def always_returns(stmts: list[ast.stmt]) -> bool:
+    """Whether running these statements surely ends in a ``return`` (conservatively: a
+    ``return``, an ``if`` whose branches both return, a ``while True`` never broken)."""
+    for s in stmts:
+        if isinstance(s, ast.Return):
+            return True
+        if isinstance(s, ast.If) and always_returns(s.body) and always_returns(s.orelse):
+            return True
+        if isinstance(s, ast.While) and _surely_true(s.test) and not any(
+            _jumps(b, (ast.Break,), False) for b in s.body
+            if not isinstance(b, (ast.For, ast.While))
+        ):
+            return True
+        if isinstance(s, (ast.For, ast.While)) and s.orelse and always_returns(s.orelse) and not any(
+            _jumps(b, (ast.Break,), False) for b in s.body
+            if not isinstance(b, (ast.For, ast.While))
+        ):
+            return True
+    return False
+
+
+def _surely_true(test: ast.expr) -> bool:
+    return isinstance(test, ast.Constant) and bool(test.value) is True

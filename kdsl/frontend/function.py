@@ -14,7 +14,7 @@ from typing import Any
 from kdsl import types as T
 from kdsl.errors import CompileError
 from kdsl.frontend import random_draws
-from kdsl.frontend.analysis import assigned_names, scanned_once
+from kdsl.frontend.analysis import always_returns, assigned_names, scanned_once
 from kdsl.frontend.annotations import annotation_of
 from kdsl.frontend.captures import capture_for, free_array_names
 from kdsl.frontend.dependencies import scan_dependencies
@@ -76,6 +76,11 @@ class FunctionLowering(StatementLowering):
             for k in range(arity):
                 self.env[f"$result{k}"] = self.placeholder(f"$result{k}")
         self.block(tree.body)
+        if self.return_arity and not always_returns(tree.body):
+            kind = "kernel" if self.is_kernel else "func"
+            self.error(f"{kind} '{tree.name}' returns a value on some paths but can reach its "
+                       "end without one (where Python returns None); end it with a return",
+                       tree.body[-1])
         results = self._collect_results(tree)
         self.builder.location = self.source.location(tree.body[-1] if tree.body else tree)
         self.builder.create("return", results)
