@@ -60,6 +60,12 @@ def _recording_call(kernel: Kernel, *args: Any, **keywords: Any) -> Any:
     tape = _RECORDING[-1] if _RECORDING else None
     if tape is None or tape._busy or type(kernel) is not Kernel:  # kd.grad, kd.jvp: not recorded
         return _PLAIN_CALL(kernel, *args, **keywords)
+    repeat = tape._repeat
+    if repeat is not None and repeat.kernel is kernel and not keywords:  # see Tape._record
+        copied = repeat.record(tape._calls, args)
+        if copied is not SLOW:
+            tape.memory_bytes += copied
+            return None
     if keywords:
         args = kernel.bind_keywords(args, keywords)
     return tape._record(kernel, kernel.with_defaults(args))

@@ -70,7 +70,7 @@ class Repeat:
                              if k not in call.argnums and type(call.args[k]) is DeviceArray)
         positions = {id(call.args[k]): k for k in plan.written}
         # (id, position, None to copy it or the scratch array passed in its place, the
-        # pool's free arrays of its kind)
+        # pool's free arrays of its kind or None for a copy from malloc)
         self.copies = tuple((key, positions[key], scratch.get(key),
                              COPIES.free_list(call.plain[positions[key]]))
                             for key in call.snapshots)
@@ -111,8 +111,14 @@ class Repeat:
         if not self.plan.current():
             return SLOW
         taken = {}
-        for key, k, scratch, free in self.copies:
-            taken[key] = COPIES.copy_with(free, plain[k]) if scratch is None else scratch
+        for key, k, copy, free in self.copies:
+            if copy is None and free:  # COPIES.copy_with(free, plain[k]), inline
+                try:
+                    copy = free.pop()
+                    copy[...] = plain[k]
+                except IndexError:  # taken by another thread since
+                    copy = None
+            taken[key] = copy if copy is not None else COPIES.copy_with(free, plain[k])
         plain_args = tuple(plain)
         fast = self.fast
         raw = fast.function(*plain_args)
