@@ -177,6 +177,8 @@ class ControlFlow:
         # ``vectorize = False``: a pass over memory the compiler adds, short next to the
         # loops around it, where a vectorised copy costs compile time and saves nothing
         hints = ("no-vectorize", "no-unroll") if op.attrs.get("vectorize") is False else ()
+        if op.attrs.get("unroll") is False:  # a loop whose body is a loop, run a few times
+            hints = tuple(dict.fromkeys((*hints, "no-unroll")))
         if isinstance(step, ir.Constant) and step.constant == 1:  # iv + 1 <= stop: no overflow
             return self._counted_loop(start, stop, step, inits, types,
                                       lambda iv, carried: self._run_body(body, [iv, *carried]),

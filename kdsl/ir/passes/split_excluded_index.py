@@ -1,6 +1,6 @@
 """Index-set splitting: a serial loop whose whole body is guarded by ``j != x`` (``x``
-invariant in the loop) becomes two loops, ``[start, x)`` and ``[x + 1, stop)``, without
-the guard.
+invariant in the loop) runs over ``[start, x)`` and then ``[x + 1, stop)`` without the
+guard: one loop without it inside a loop over the two pieces.
 
 This is the all-pairs pattern ``for j in range(n): if j == i: continue``: the per-element
 comparison and the select it feeds disappear from the vectorised loop.
@@ -88,13 +88,28 @@ class _Splitter:
         lower_after = make("max", [after.result, start])
         clamped = make("min", [lower_after.result, stop])
         second_start = make("select", [beyond.result, stop, clamped.result])
+        zero = make("constant", [], value=0, type=T.i64)
+        two = make("constant", [], value=2, type=T.i64)
         inits = ForOp(loop).inits
-        first = self._loop(loop, guard, start, first_stop.result, step, list(inits))
-        second = self._loop(loop, guard, second_start.result, stop, step, list(first.results))
-        for old, new in zip(loop.results, second.results):
+        # one copy of the body, run over each piece in turn: a loop over the two pieces
+        # around it (LLVM compiles, vectorises and interleaves the body once, not twice)
+        outer = Block([Value(T.i64, "piece"), *(Value(v.type) for v in inits)])
+        first = make("eq", [outer.args[0], zero.result])
+        piece_start = make("select", [first.result, start, second_start.result])
+        piece_stop = make("select", [first.result, first_stop.result, stop])
+        inner = self._loop(loop, guard, piece_start.result, piece_stop.result, step,
+                           outer.args[1:])
+        for op in (first, piece_start, piece_stop, inner,
+                   make("yield", list(inner.results))):
+            outer.append(op)
+        # unrolled, the two pieces would be two loops again
+        pieces = typed_operation("for", [zero.result, two.result, one.result, *inits],
+                                 {"unroll": False}, [outer], location)
+        for old, new in zip(loop.results, pieces.results):
+            new.name_hint = old.name_hint
             self.mapping[old] = new
         return [one, lower, first_stop, beyond, capped, after, lower_after, clamped, second_start,
-                first, second]
+                zero, two, pieces]
 
     def _loop(self, loop: Operation, guard: Operation, start: Value, stop: Value, step: Value,
               inits: list[Value]) -> Operation:
