@@ -142,7 +142,7 @@ class ExpressionLowering(VectorLowering, TensorLowering):
         if (name == "pow" and (y < 0 or y > 4096)) or (name == "shl" and not 0 <= y < 4096):
             return None
         value = fn(x, y)
-        if not -(2**63) <= value < 2**63:
+        if not -(2**63) <= value < 2**64:
             self.error(f"integer arithmetic on literals overflows 64 bits (the result is {value})",
                        node)
         return self.constant(value)
@@ -199,6 +199,8 @@ class ExpressionLowering(VectorLowering, TensorLowering):
                 self.error("negating a bool is not supported; convert it with int()", node)
             literal = self._defining_constant(v)
             if isinstance(literal, (int, float)) and isinstance(v.type, T.ScalarType):
+                if weak and type(literal) is int and literal > 2**63:
+                    self.error(f"the integer literal -{literal} does not fit in 64 bits", node)
                 # a negative literal stays a known constant (a[-1] counts from the end)
                 folded = self.builder.constant(-literal, v.type)
                 return self.mark_weak(folded, weak)
@@ -216,6 +218,9 @@ class ExpressionLowering(VectorLowering, TensorLowering):
             return self.tensor_binary(name, a, b, node)
         if not isinstance(a.type, T.ScalarType) or not isinstance(b.type, T.ScalarType):
             self.error(f"comparison of {a.type} and {b.type}: only scalars compare", node)
+        known = numeric_rules.comparison_beyond_int64(self, name, a, b)  # type: ignore[arg-type]
+        if known is not None:
+            return known
         scalar, _ = T.promote(a.type, self.is_weak(a), b.type, self.is_weak(b))
         scalar = numeric_rules.comparison_type(self, a, b, scalar)  # type: ignore[arg-type]
         return self.op(name, self.coerce(a, scalar, node), self.coerce(b, scalar, node), node=node)

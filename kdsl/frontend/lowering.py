@@ -102,9 +102,10 @@ class LoweringBase:
         if isinstance(value, (bool, np.bool_)):
             v = self.builder.constant(bool(value), T.bool_)
         elif isinstance(value, int):
-            if not -(2**63) <= value < 2**63:
+            if not -(2**63) <= value < 2**64:
                 raise OverflowError(f"integer literal {value} does not fit in 64 bits")
-            v = self.builder.constant(value, T.i64)
+            # a hash constant such as 0xff51afd7ed558ccd is a weak u64, as NumPy 2 takes it
+            v = self.builder.constant(value, T.i64 if value < 2**63 else T.u64)
         elif isinstance(value, float):
             v = self.builder.constant(value, T.f64)
         elif isinstance(value, np.generic):

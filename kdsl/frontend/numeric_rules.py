@@ -48,6 +48,25 @@ def comparison_type(lo: FunctionLowering, a: Value, b: Value, promoted: T.Scalar
     return T.i64
 
 
+_RESULT_BELOW = {"lt": True, "le": True, "ne": True, "gt": False, "ge": False, "eq": False}
+
+
+def comparison_beyond_int64(lo: FunctionLowering, name: str, a: Value, b: Value) -> Value | None:
+    """``x < 0xff51afd7ed558ccd`` with ``x`` an integer narrower than u64, signed or not, or
+    a bool: a Python int above i64's range exceeds every such value, so the comparison's result is known (NumPy 2
+    compares exactly); None where the comparison must be computed."""
+    literals = [lo._defining_constant(v) if lo.is_weak(v) else None for v in (a, b)]
+    big = [type(c) is int and c >= 2**63 for c in literals]
+    if big[0] == big[1]:
+        return None
+    other = b if big[0] else a
+    if not isinstance(other.type, T.ScalarType) or other.type.is_float or other.type == T.u64:
+        return None  # a float or a u64 compares in its own type
+    # other OP literal: other < literal; literal OP other: the same with the sides swapped
+    holds = _RESULT_BELOW[name] if big[1] or name in ("eq", "ne") else not _RESULT_BELOW[name]
+    return lo.builder.constant(holds, T.bool_)
+
+
 def _scalar_of(v: Value) -> T.ScalarType:
     return T.element_scalar(v.type.dtype if isinstance(v.type, T.ArrayType) else v.type)
 
