@@ -356,7 +356,10 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         for k, index in enumerate(indices):
             term = self.b.mul(self.values[index], view.strides[k])
             offset = term if offset is None else self.b.add(offset, term)
-        base = self.b.gep(view.data, [offset]) if offset is not None else view.data
+        # in bounds (an index out of range is an error: see docs/language.md): LLVM then
+        # knows the address of row j + 1 cannot wrap, and loads rows with a gap (three
+        # of every four elements) whole, shuffling the components apart, not gathering them
+        base = self.b.gep(view.data, [offset], inbounds=True) if offset is not None else view.data
         elem = memory_type(T.element_scalar(array_t.dtype)).as_pointer()
         count = T.element_count(array_t.dtype)
         if count == 1:
@@ -371,7 +374,7 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
                 rest //= shape[axis]
                 term = self.b.mul(ir.Constant(i64, component), strides[axis])
                 part = term if part is None else self.b.add(part, term)
-            pointers.append(self.b.bitcast(self.b.gep(base, [part]), elem))
+            pointers.append(self.b.bitcast(self.b.gep(base, [part], inbounds=True), elem))
         return pointers
 
     def _from_memory(self, t: T.ScalarType, v: ir.Value) -> ir.Value:

@@ -177,6 +177,22 @@ def test_one_specialisation_per_layout_called_in_turn(rng):
         "array<f32, 2, A>", "array<f32, 2, C, ?x3>", "array<f32, 2, F>"]
 
 
+def test_the_compiled_call_path_takes_only_column_major_arrays(rng):
+    from kdsl.runtime.fast_call import SLOW
+
+    values = nonzero_floats(rng, (15, 3), np.float32)
+    columns, out = np.asfortranarray(values), np.zeros((15, 3), np.float32)
+    scale_rows(columns, out)
+    scale_rows(columns, out)
+    fast = scale_rows._fast
+    assert fast is not None and "F" in str(fast.compiled.params[0].type)
+    assert fast.function(_columns(values), out) is not SLOW
+    assert fast.function(np.asfortranarray(np.resize(values, (17, 3)))[1:16], out) is not SLOW
+    for other in (values, values[::-1], np.asfortranarray(np.resize(values, (30, 3)))[::2]):
+        assert fast.function(other, out) is SLOW
+    assert fast.function(columns, np.asfortranarray(out)) is SLOW  # out: C-contiguous
+
+
 def test_what_has_a_unit_first_stride():
     f = np.zeros((10, 3), np.float32, order="F")
     assert argument_layout(f) == (False, None, None, True)

@@ -104,6 +104,19 @@ def test_interleaved_loads_match_python(rng):
     assert "mul i64 0, 16" not in text  # no runtime row stride: a constant one
 
 
+@pytest.mark.parametrize("layout", ["padded view", "dense rows of four"])
+def test_rows_with_a_gap_are_loaded_whole(rng, layout):
+    """Three components of every four: LLVM loads whole rows and shuffles them apart
+    (it must know that the address of the next row cannot wrap), never gathering."""
+    wide = nonzero_floats(rng, (53, 4), np.float32)
+    pos = wide[:, :3] if layout == "padded view" else wide
+    out = np.zeros((53, 2), np.float32)
+    check(pair_sums, pos, out, rtol=1e-4, atol=1e-4)
+    text = pair_sums.llvm_ir(pos, out, optimized=True)
+    assert "masked.gather" not in text
+    assert "load <64 x float>" in text or "load <32 x float>" in text
+
+
 def test_vector_arrays(rng):
     p = _padded(nonzero_floats(rng, (29, 3), np.float32), 4)
     out = np.zeros(29, np.float32)
