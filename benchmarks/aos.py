@@ -7,8 +7,9 @@ and the same kernel on a ``kd.Array[vecD]`` of the same memory, interleaved run 
 with a short last axis is specialised on its size, so both forms compile to wide loads of
 whole rows split into components. The last rows pass other layouts to the scalar
 kernel, timed against the vector kernel on the dense array: a padded view (three columns
-of an (N, 4) array, specialised on its row pitch) and a column-major array (the general
-code). Every result is checked against the vector kernel's before timing.
+of an (N, 4) array, specialised on its row pitch), a column-major array and the transpose
+of a (3, N) array (both specialised on their first axis stepping one element). Every
+result is checked against the vector kernel's before timing.
 """
 
 from __future__ import annotations
@@ -296,6 +297,11 @@ def main() -> int:
         "n-body LJ, column-major", f"N={n} f32",
         lambda: kdk.forces_scalar(columns, av, cutoff), lambda: kdk.forces(pos, outs[1], cutoff),
         lambda: (kdk.forces_scalar(columns, av, cutoff), _close(av, outs[1]))[-1], rounds))
+    transposed = np.ascontiguousarray(pos.T).T
+    rows.append(_row(
+        "n-body LJ, (3, N).T", f"N={n} f32",
+        lambda: kdk.forces_scalar(transposed, av, cutoff), lambda: kdk.forces(pos, outs[1], cutoff),
+        lambda: (kdk.forces_scalar(transposed, av, cutoff), _close(av, outs[1]))[-1], rounds))
 
     print(f"load average {os.getloadavg()[0]:.2f} | threads {kd.get_num_threads()}")
     print(f"{'kernel':<26} {'size':<12} {'scalar':>10} {'vector':>10} {'scalar/vector':>14}")
