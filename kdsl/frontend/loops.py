@@ -49,7 +49,7 @@ class LoopLowering(StaticLoopLowering):
 
     def stmt_While(self, node: ast.While) -> None:
         if node.orelse:
-            self.error("'while ... else' is not supported", node)
+            self.error("'while ... else' is not supported here", node)  # see loop_else.py
         brk, cont = may_break_or_continue(node.body)
         self.loop_depth_counter += 1
         depth = self.loop_depth_counter
@@ -192,7 +192,8 @@ class LoopLowering(StaticLoopLowering):
 
     def stmt_For(self, node: ast.For) -> None:
         if node.orelse:
-            self.error("'for ... else' is not supported", node)
+            self.error("'for ... else' over a parallel loop is not supported: iterations "
+                       "break independently; test a flag after the loop", node)
         grid = neighbor_loops.grid_of_loop(self, node)
         if grid is not None:  # for j in grid.neighbors(q, radius)
             neighbor_loops.lower_neighbor_loop(self, node, grid)

@@ -109,10 +109,11 @@ def loop_over_local(node: ast.For, name: str) -> list[ast.stmt]:
 
 def rewrite_sequence_loops(tree: ast.FunctionDef) -> ast.FunctionDef:
     """``tree`` with its loops over arrays made ``range`` loops (the same tree when it has
-    none); ``for i in reversed(range(...))`` too."""
+    none); ``for i in reversed(range(...))`` too, and the ``else`` of serial loops."""
+    from kdsl.frontend.loop_else import rewrite_loop_else
     from kdsl.frontend.reversed_loops import rewrite_reversed_ranges
 
-    tree = rewrite_reversed_ranges(tree)
+    tree = rewrite_reversed_ranges(rewrite_loop_else(tree))
     if not any(isinstance(n, ast.For) and _sequences(n) is not None for n in ast.walk(tree)):
         return tree
     rewritten = _Rewriter().visit(tree)

@@ -108,17 +108,8 @@ def unknown_keyword_argument_to_func(a: kd.Array[kd.f32]):
 
 
 @kd.kernel
-def uses_while_else(a: kd.Array[kd.f32]):
-    i = 0
-    while i < 3:  # error: while-else
-        i += 1
-    else:
-        a[0] = 1.0
-
-
-@kd.kernel
-def uses_for_else(a: kd.Array[kd.f32]):
-    for i in range(3):  # error: for-else
+def uses_parallel_for_else(a: kd.Array[kd.f32]):
+    for i in kd.prange(3):  # error: for-else
         a[i] = 1.0
     else:
         a[0] = 2.0
@@ -421,8 +412,7 @@ CASES = [
     (keyword_arguments_to_builtin, F32, "kwargs-builtin", "kd.clamp", ["keyword argument"]),
     (unknown_keyword_argument_to_func, F32, "kwargs-func", "add_one", ["add_one()",
                                                                        "keyword argument 'y'"]),
-    (uses_while_else, F32, "while-else", "while", ["while ... else"]),
-    (uses_for_else, F32, "for-else", "for", ["for ... else"]),
+    (uses_parallel_for_else, F32, "for-else", "for", ["for ... else", "parallel loop"]),
     (defines_a_function, F32, "nested-def", "def", ["function defined inside", "@kd.func"]),
     (imports_a_module, F32, "import", "import", ["import", "module level"]),
     (uses_a_dict, F32, "dict", "{", ["dicts"]),
