@@ -7,8 +7,9 @@
   and accumulates one outer product per step along ``k`` with FMAs; its sizes follow the
   host's vector registers (32 registers of 512 bits with AVX-512, 16 of 256 otherwise).
 - Called outside a parallel region, the product runs on a team of threads (the runtime's
-  ``parallel`` hook), each computing its own block of rows or columns of ``c``; inside
-  one (a matmul in a ``prange``) it runs on the calling thread.
+  ``parallel`` hook), each computing its own block of rows or columns of ``c`` (an
+  unpacked product: claiming blocks of rows as it goes, ``gemm_team``); inside one (a
+  matmul in a ``prange``) it runs on the calling thread.
 - Packing buffers are allocated per call with ``malloc`` (reused by the C allocator, so a
   repeated call makes no page faults), on the stack when they are small.
 - A product whose ``b`` fits in the L2 cache is not packed (``gemm_small``).
@@ -27,7 +28,8 @@ from llvmlite import ir
 
 from kdsl.codegen.gemm_loops import ceil_div, const, loop, round_up, smax, smin
 from kdsl.codegen.gemm_micro import MicroKernelAndPacking
-from kdsl.codegen.gemm_small import SMALL_B_BYTES, SmallProduct
+from kdsl.codegen.gemm_small import SmallProduct, small_b_bytes
+from kdsl.codegen.gemm_team import TeamProduct
 from kdsl.codegen.llvm_types import f32, i1, i8_ptr, i32, i64, void
 from kdsl.records import dataclass
 
@@ -65,7 +67,7 @@ def blocking(itemsize: int, avx512: bool) -> Blocking:
     return Blocking(lanes, 6, 2 * lanes, 256, 6 * 24, 4096 if itemsize == 4 else 2048)
 
 
-class GemmEmitter(MicroKernelAndPacking):
+class GemmEmitter(MicroKernelAndPacking, TeamProduct):
     """The routines of one scalar type in one module, made on first use."""
 
     def __init__(self, module: ir.Module, hooks: Any, scalar: ir.Type, avx512: bool) -> None:
@@ -91,6 +93,8 @@ class GemmEmitter(MicroKernelAndPacking):
         self.with_buffers = self._with_buffers()
         self.args_t = ir.LiteralStructType(GEMM_ARGS + [i64, i64])
         self.region = self._region()
+        self.team_ctx_t = self._team_context_type()
+        self.team_unpacked = self._unpacked_rows_region()
         self.product = self._product()
         self.entry = self._entry()
 
@@ -159,6 +163,12 @@ class GemmEmitter(MicroKernelAndPacking):
         b.ret_void()
         return fn
 
+    def _unpacked(self, b: ir.IRBuilder, n: ir.Value, k: ir.Value, csb: ir.Value) -> ir.Value:
+        """Whether ``b`` is multiplied unpacked: unit column stride, fits in L2."""
+        b_bytes = b.mul(b.mul(k, n), const(self.itemsize))
+        return b.and_(b.icmp_signed("==", csb, const(1)),
+                      b.icmp_signed("<=", b_bytes, const(small_b_bytes())))
+
     def _buffer_sizes(self, b: ir.IRBuilder, m: ir.Value, n: ir.Value, k: ir.Value) -> tuple[ir.Value, ir.Value]:
         """Elements of the packing buffers of a and b for an ``m x n x k`` product."""
         blk = self.block
@@ -177,10 +187,7 @@ class GemmEmitter(MicroKernelAndPacking):
                  b.bitcast(args[3], self.tp), args[4], args[5],
                  b.bitcast(args[6], self.tp), args[7], args[8],
                  b.bitcast(args[9], self.tp), args[10]]
-        b_bytes = b.mul(b.mul(k, n), const(self.itemsize))
-        small = b.and_(b.icmp_signed("==", typed[8], const(1)),
-                       b.icmp_signed("<=", b_bytes, const(SMALL_B_BYTES)))
-        with b.if_then(small, likely=False):
+        with b.if_then(self._unpacked(b, n, k, typed[8]), likely=False):
             b.call(self.small, typed[:8] + typed[9:])
             b.ret(ir.Constant(i1, 1))
         size_a, size_b = self._buffer_sizes(b, m, n, k)
@@ -281,6 +288,9 @@ class GemmEmitter(MicroKernelAndPacking):
         alone = b.append_basic_block("alone")
         b.cbranch(parallel, on_team, alone)
         b.position_at_end(on_team)
+        with b.if_then(self._unpacked(b, n, k, args[8])):
+            self._emit_unpacked_team(b, args, team)
+            b.ret(ir.Constant(i32, 0))
         ctx = b.alloca(self.args_t)
         for f, value in enumerate(args + [const(0), const(0)]):
             b.store(value, b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, f)]))

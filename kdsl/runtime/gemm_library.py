@@ -43,10 +43,12 @@ def _llvm_ir() -> str:
 
 def _key() -> str:
     from kdsl.codegen.cpu import target_description
+    from kdsl.codegen.gemm_small import small_b_bytes
     from kdsl.runtime.compiler import compiler_fingerprint
 
     h = sha256()
-    for part in ("kdsl gemm library", compiler_fingerprint(), sys.version, target_description()):
+    for part in ("kdsl gemm library", compiler_fingerprint(), sys.version, target_description(),
+                 str(small_b_bytes())):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

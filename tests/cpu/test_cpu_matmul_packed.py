@@ -129,6 +129,30 @@ def test_on_several_threads(rng, dtype):
         set_min_parallel_work(previous)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_teams_packed_and_unpacked(rng, dtype):
+    """On a team: b read unpacked (blocks of rows claimed by the threads as they go, more
+    threads than blocks, a last block of fewer rows), b packed (too large to read
+    unpacked; deeper than a packed block; transposed, which is packed whatever its size;
+    wider than a packed block of columns for f64; many blocks deep)."""
+    previous = set_min_parallel_work(0)
+    try:
+        cases = [((1001, 64), (64, 33), False), ((12, 5), (5, 40), False),
+                 ((330, 1100), (1100, 300), False), ((260, 530), (530, 97), True),
+                 ((40, 7), (7, 33), True), ((29, 300), (300, 17), False)]
+        if dtype == np.float64:
+            cases += [((2100, 3), (3, 2060), True), ((70, 3000), (3000, 64), False)]
+        for a_shape, b_shape, transposed in cases:
+            a = _data(rng, a_shape, dtype)
+            b = _data(rng, b_shape[::-1], dtype).T if transposed else _data(rng, b_shape, dtype)
+            for threads in (2, 3):
+                assert_same(with_threads(threads, product, a, b), _reference(a, b),
+                            **_tolerance(dtype, a_shape[1]),
+                            what=f"{a_shape} @ {b_shape} on {threads} threads")
+    finally:
+        set_min_parallel_work(previous)
+
+
 def test_large_product_crosses_every_block(rng):
     """Deeper than a packed block (k > 256) and taller than a block of rows; b too large
     to multiply unpacked."""
