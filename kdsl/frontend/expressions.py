@@ -233,11 +233,14 @@ class ExpressionLowering(VectorLowering, TensorLowering):
 
     def _compare_chain(self, left: Value, pieces: list, node: ast.Compare) -> Value:
         op, right_node = pieces[0]
-        name = _COMPARE.get(type(op))
-        if name is None:
-            self.error(f"unsupported comparison {type(op).__name__}", node)
-        right = self.value(right_node)
-        result = self.compare(name, left, right, node)
+        if isinstance(op, (ast.In, ast.NotIn)):
+            right, result = membership(self, left, right_node, isinstance(op, ast.NotIn), node)
+        else:
+            name = _COMPARE.get(type(op))
+            if name is None:
+                self.error(f"unsupported comparison {type(op).__name__}", node)
+            right = self.value(right_node)
+            result = self.compare(name, left, right, node)
         if len(pieces) == 1:
             return result
         return self.conditional_value(
@@ -539,3 +542,29 @@ class ExpressionLowering(VectorLowering, TensorLowering):
 
 def is_python_number(x: Any) -> bool:
     return isinstance(x, (bool, int, float, np.generic))
+
+
+def membership(lo: Any, left: Value, right_node: ast.expr, negated: bool,
+               node: ast.AST) -> tuple[Any, Value]:
+    """``x in (1, 2, 3)``, ``x not in OFFSETS``: Python's ``in`` over a tuple or list of
+    scalars (written in the kernel, local or global), ``x == item`` for any item.
+    Returns the right operand (for a chained comparison) and the result."""
+    container = lo.expr(right_node)
+    if isinstance(container, TupleValue):
+        items = list(container.items)
+    elif isinstance(container, Static) and isinstance(container.obj, (tuple, list)):
+        items = list(container.obj)
+    else:
+        lo.error("'in' in a kernel needs a tuple or list of numbers on its right "
+                 "(x in (1, 2, 3)); compare array elements explicitly", right_node)
+    result = lo.constant(False, T.bool_)
+    for item in items:
+        if isinstance(item, (bool, int, float, np.generic)):
+            item = lo.constant(item)
+        value = lo.value_of(item, right_node)
+        if not isinstance(value.type, T.ScalarType):
+            lo.error(f"'in' compares numbers; the tuple holds a {value.type}", right_node)
+        result = lo.op("bit_or", result, lo.compare("eq", left, value, node))
+    if negated:
+        result = lo.op("logical_not", result)
+    return container, result
