@@ -50,15 +50,14 @@ def _make(cls: type, frozen: bool, eq: bool) -> type:
         compared = tuple(f.name for f in fields if f.compare)
         if frozen and not explicit_hash:
             hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
-    functions = _compiled_methods(fields, frozen, compared, hashed)
-    _add(cls, "__init__", functions["__init__"])
+    _check_default_order(fields)
+    methods = _CompiledMethods(cls, fields, frozen, compared, hashed)
+    _add(cls, "__init__", methods.stand_in("__init__"))
     _add(cls, "__repr__", _repr_function(names))
     if compared is not None:
-        _add(cls, "__eq__", functions["__eq__"])
+        _add(cls, "__eq__", methods.stand_in("__eq__"))
         if hashed is not None:
-            function = functions["__hash__"]
-            function.__qualname__ = f"{cls.__qualname__}.__hash__"
-            cls.__hash__ = function  # type: ignore[method-assign]
+            cls.__hash__ = methods.stand_in("__hash__")  # type: ignore[method-assign,assignment]
         elif not explicit_hash:  # eq without frozen: unhashable, as with the standard one
             cls.__hash__ = None  # type: ignore[assignment]
     if frozen:
@@ -111,11 +110,68 @@ def _standard_only(cls: type, frozen: bool) -> bool:
     return False
 
 
-def _add(cls: type, name: str, function: Callable[..., Any]) -> None:
+def _add(cls: type, name: str, method: Any) -> None:
     if name in cls.__dict__:  # the class's own method stays, as with the standard decorator
         return
-    function.__qualname__ = f"{cls.__qualname__}.{function.__name__}"
-    setattr(cls, name, function)
+    if callable(method):
+        method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+    setattr(cls, name, method)
+
+
+def _check_default_order(fields: list[dataclasses.Field]) -> None:
+    seen_default = False
+    for f in fields:
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING:
+            seen_default = True
+        elif seen_default:
+            raise TypeError(f"non-default argument {f.name!r} follows default argument")
+
+
+class _CompiledMethods:
+    """A class's ``__init__``, ``__eq__`` and ``__hash__``, compiled from source when
+    one of them is first used (most classes of a process that compiles nothing, and many
+    of one that does, are never instantiated: a compile of source each costs about as
+    much as the rest of the class). Until then the class holds a ``_StandIn`` for each."""
+
+    def __init__(self, cls: type, fields: list[dataclasses.Field], frozen: bool,
+                 compared: tuple[str, ...] | None, hashed: tuple[str, ...] | None) -> None:
+        self.cls = cls
+        self.arguments = (fields, frozen, compared, hashed)
+        self.functions: dict[str, Callable[..., Any]] | None = None
+
+    def stand_in(self, name: str) -> _StandIn:
+        return _StandIn(self, name)
+
+    def compiled(self) -> dict[str, Callable[..., Any]]:
+        """The compiled methods, put in place of the stand-ins the class still holds."""
+        functions = self.functions
+        if functions is None:
+            functions = _compiled_methods(*self.arguments)
+            cls = self.cls
+            for name, function in functions.items():
+                function.__qualname__ = f"{cls.__qualname__}.{name}"
+                held = cls.__dict__.get(name)
+                if isinstance(held, _StandIn) and held.methods is self:
+                    setattr(cls, name, function)
+            self.functions = functions
+        return functions
+
+
+class _StandIn:
+    """A class attribute standing for a compiled method (see ``_CompiledMethods``): read
+    from the class or an instance (as Python does to call ``__init__``, ``__eq__`` and
+    ``__hash__``), it compiles the methods and gives the real one, bound as a function
+    would be."""
+
+    __slots__ = ("methods", "name")
+
+    def __init__(self, methods: _CompiledMethods, name: str) -> None:
+        self.methods = methods
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        function = self.methods.compiled()[self.name]
+        return function.__get__(obj, owner)
 
 
 def _compiled_methods(fields: list[dataclasses.Field], frozen: bool, compared: tuple[str, ...] | None,
