@@ -34,8 +34,8 @@ def cache_dir() -> Path:
     return Path.home() / ".cache" / "kdsl"
 
 
-def _paths(key: str) -> tuple[Path, Path]:
-    directory = cache_dir() / key[:2]
+def _paths(key: str, root: Path | None = None) -> tuple[Path, Path]:
+    directory = (root or cache_dir()) / key[:2]
     return directory / f"{key}.bin", directory / f"{key}.meta"
 
 
@@ -81,24 +81,25 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def store(key: str, code: bytes, meta: dict) -> Path | None:
-    """Writes code and metadata (metadata last: an entry is complete once it exists);
-    None where the cache is off or cannot be written."""
+def store(key: str, code: bytes, meta: dict, root: Path | None = None) -> Path | None:
+    """Writes code and metadata (metadata last: an entry is complete once it exists) in
+    the cache directory (``root`` where given: the one a build started with); None where
+    the cache is off or cannot be written."""
     if not cache_enabled():
         return None
-    code_path, meta_path = _paths(key)
+    code_path, meta_path = _paths(key, root)
     try:
         _atomic_write(code_path, code)
         body = pickle.dumps(dict(meta, key=key, size=len(code), sha256=checksum(code)))
         _atomic_write(meta_path, sha256(body).digest() + body)
     except OSError as error:
-        _warn_once(error)
+        _warn_once(error, root)
         return None  # a read-only or full disk only costs a recompile next time
     return code_path
 
 
-def _warn_once(error: OSError) -> None:
-    directory = str(cache_dir())
+def _warn_once(error: OSError, root: Path | None = None) -> None:
+    directory = str(root or cache_dir())
     if directory in _warned:
         return
     _warned.add(directory)

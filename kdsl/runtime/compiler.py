@@ -107,11 +107,12 @@ def emitted_kernel(fn: Any, params: list[Parameter], options: BuildOptions,
     return emitted, (results, written_arguments(module), returns_tuple)
 
 
-def object_code(module: Any, entry: str) -> tuple[bytes | list[bytes], bytes | None]:
-    """Object code and a shared library (None where none could be linked) for a kernel's
-    LLVM module: compiled in parts on threads of their own where it is large enough and
-    cores are free (the objects of all parts, and the library linked from them), as one
-    object otherwise."""
+def object_code(module: Any, entry: str,
+                link: bool = True) -> tuple[bytes | list[bytes], bytes | None]:
+    """Object code and a shared library (None where none could be linked, or ``link`` is
+    False) for a kernel's LLVM module: compiled in parts on threads of their own where it
+    is large enough and cores are free (the objects of all parts, and the library linked
+    from them), as one object otherwise."""
     from kdsl.codegen import cpu, split_module
 
     cores = min(cpu.usable_cores(), 2)
@@ -120,6 +121,8 @@ def object_code(module: Any, entry: str) -> tuple[bytes | list[bytes], bytes | N
         with stage("llvm ir text"):
             texts = split_module.render_parts(module, entry, init_symbol(entry), plan)
         objects = cpu.compile_parts(texts)
+        if not link:  # the parts load together from memory, and link together
+            return objects, None
         with stage("link"):
             library = cpu.link_shared_library(objects)
         if library is not None:
@@ -128,6 +131,8 @@ def object_code(module: Any, entry: str) -> tuple[bytes | list[bytes], bytes | N
     with stage("llvm ir text"):
         text = str(module)
     code = cpu.compile_to_object(text)
+    if not link:
+        return code, None
     with stage("link"):
         return code, cpu.link_shared_library(code)
 
@@ -431,13 +436,12 @@ def _load_or_build(fn: Any, params: list[Parameter], options: BuildOptions,
 
         cpu.start_loading_llvm()
         emitted, (results, written, returns_tuple) = emitted_kernel(fn, params, options, entry)
-        code, library = object_code(emitted.module, entry)
+        code, _ = object_code(emitted.module, entry, link=False)  # see load_or_build
         meta = {"sites": emitted.sites, "results": results, "allocates": emitted.allocates,
-                "written": written, "returns_tuple": returns_tuple,
-                "format": "object" if library is None else "shared"}
-        return code, library, meta
+                "written": written, "returns_tuple": returns_tuple, "format": "object"}
+        return code, None, meta
 
-    code, meta = load_or_build(key, [entry, init], build)
+    code, meta = load_or_build(key, [entry, init], build, link_later=True)
     with stage("init"):
         call_init(code, init, hook_table())
     return LoadedKernel(code, code[entry], meta, init)

@@ -4,15 +4,24 @@ that is stored (when the disk allows) and loaded (from memory when it does not).
 Shared by CPU kernels and the host programs of CUDA kernels. The loaded code lives as long
 as the specialisations that call it (see ``codegen.native_code``), and one key is loaded
 once per process while anything holds it.
+
+A build may leave its linking to ``load_or_build`` (``link_later``): where the object
+code calls nothing outside itself, it is loaded from memory at once (a JIT engine loads
+it in about a millisecond, the system linker takes several), stored as object code, and
+linked on a thread of its own into the shared library that replaces that entry: what a
+later process loads without LLVM. The process waits for that thread before it exits.
 """
 
 from __future__ import annotations
 
+import struct
+import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kdsl.runtime import cache
-from kdsl.timings import stage
+from kdsl.timings import note, stage
 
 if TYPE_CHECKING:
     from kdsl.codegen.native_code import LoadedCode
@@ -20,11 +29,19 @@ if TYPE_CHECKING:
 # (object code: one object or several, shared library or None, metadata with its "format")
 Build = Callable[[], tuple["bytes | list[bytes]", "bytes | None", dict]]
 
+# several objects in one cache entry (format "objects"): this tag, their count, their sizes
+_OBJECTS_TAG = b"kdsl-objects\0\0\0\0"
+_background_links: dict[str, threading.Thread] = {}
+_background_lock = threading.Lock()
 
-def load_or_build(key: str, symbols: list[str], build: Build) -> tuple[LoadedCode, dict]:
-    """The loaded code of ``key`` (with the addresses of ``symbols``) and its metadata."""
+
+def load_or_build(key: str, symbols: list[str], build: Build,
+                  link_later: bool = False) -> tuple[LoadedCode, dict]:
+    """The loaded code of ``key`` (with the addresses of ``symbols``) and its metadata.
+    With ``link_later``, ``build`` links nothing (it returns no library)."""
     from kdsl.codegen import native_code
 
+    wait_for_background_links(key)
     with stage("cache read"):
         hit = cache.load(key)
     if hit is not None:
@@ -33,10 +50,19 @@ def load_or_build(key: str, symbols: list[str], build: Build) -> tuple[LoadedCod
             with stage("load"):
                 if meta["format"] == "shared":
                     return native_code.load_library(str(path), symbols), meta
-                return native_code.load_object(data, symbols), meta
-        except (OSError, AttributeError, RuntimeError, KeyError):
+                return native_code.load_object(unpack_objects(data, meta), symbols), meta
+        except (OSError, AttributeError, RuntimeError, KeyError, ValueError, struct.error):
             pass  # unloadable: compiled afresh below
     code, library, meta = build()
+    if link_later:
+        from_memory = _load_and_link_in_background(key, code, symbols, meta)
+        if from_memory is not None:
+            return from_memory
+        from kdsl.codegen.cpu import link_shared_library
+
+        with stage("link"):
+            library = link_shared_library(code)
+        meta = dict(meta, format="object" if library is None else "shared")
     with stage("cache write"):
         # several objects (a module compiled in parts) come with the library linked from them
         written = code if library is None else library
@@ -55,3 +81,103 @@ def load_or_build(key: str, symbols: list[str], build: Build) -> tuple[LoadedCod
         if meta["format"] != "object":
             meta = dict(meta, format="object")
     return loaded, meta
+
+
+def _load_and_link_in_background(key: str, code: bytes | list[bytes], symbols: list[str],
+                                 meta: dict) -> tuple[LoadedCode, dict] | None:
+    """Object code loaded from memory, stored as it is, and linked into the shared library
+    that replaces it in the cache on a thread of its own; None where that cannot be done
+    (the cache off, no linker, calls outside the code: then it is linked now)."""
+    from kdsl.codegen import cpu, native_code
+
+    objects = [code] if isinstance(code, bytes) else list(code)
+    if not cache.cache_enabled() or cpu.linker() is None or not _resolvable_here(objects):
+        return None
+    with stage("load"):
+        loaded = native_code.load_object(objects, symbols)
+    packed, packed_meta = pack_objects(objects, meta)
+    with stage("cache write"):
+        stored = cache.store(key, packed, packed_meta)
+    if stored is not None:  # where nothing could be stored, nothing will be linked either
+        # the entry's directory now: KDSL_CACHE_DIR may change before the thread stores
+        root = stored.parent.parent
+        thread = threading.Thread(target=_link_and_store, args=(key, objects, meta, root),
+                                  name="kdsl-link")
+        with _background_lock:
+            _background_links[key] = thread
+        thread.start()
+        note("linked in the background")
+    return loaded, dict(meta, format="object")
+
+
+def _resolvable_here(objects: list[bytes]) -> bool:
+    """Whether every symbol the objects call outside themselves is one this process has
+    loaded already (libm's, for one): what a JIT engine resolves them to."""
+    import ctypes
+
+    from kdsl.codegen.cpu import elf_symbols
+
+    defined: set[bytes] = set()
+    undefined: set[bytes] = set()
+    for data in objects:
+        symbols = elf_symbols(data)
+        if symbols is None:
+            return False
+        defined |= symbols[0]
+        undefined |= symbols[1]
+    if not undefined - defined:
+        return True
+    process = ctypes.CDLL(None)
+    return all(hasattr(process, name.decode()) for name in undefined - defined)
+
+
+def _link_and_store(key: str, objects: list[bytes], meta: dict, root: Path) -> None:
+    from kdsl.codegen.cpu import link_shared_library
+
+    try:
+        library = link_shared_library(objects)
+        if library is not None:
+            cache.store(key, library, dict(meta, format="shared"), root)
+    finally:
+        with _background_lock:
+            if _background_links.get(key) is threading.current_thread():
+                del _background_links[key]
+
+
+def wait_for_background_links(key: str | None = None) -> None:
+    """Waits for the shared libraries being linked on other threads (of ``key``, or all)
+    to be in the cache."""
+    with _background_lock:
+        threads = list(_background_links.values()) if key is None else \
+            [t for t in [_background_links.get(key)] if t is not None]
+    for thread in threads:
+        if thread is not threading.current_thread():
+            thread.join()
+
+
+def pack_objects(objects: list[bytes], meta: dict) -> tuple[bytes, dict]:
+    """One object as it is (format "object"), several in one entry (format "objects")."""
+    if len(objects) == 1:
+        return objects[0], dict(meta, format="object")
+    header = _OBJECTS_TAG + struct.pack(f"<{len(objects) + 1}Q", len(objects),
+                                        *map(len, objects))
+    return header + b"".join(objects), dict(meta, format="objects")
+
+
+def unpack_objects(data: bytes, meta: dict) -> bytes | list[bytes]:
+    """The object code of an entry of format "object" or "objects"; ValueError for any
+    other."""
+    if meta["format"] == "object":
+        return data
+    if meta["format"] != "objects" or not data.startswith(_OBJECTS_TAG):
+        raise ValueError(f"not object code: {meta['format']!r}")
+    start = len(_OBJECTS_TAG)
+    (count,) = struct.unpack_from("<Q", data, start)
+    sizes = struct.unpack_from(f"<{count}Q", data, start + 8)
+    objects, offset = [], start + 8 * (count + 1)
+    for size in sizes:
+        objects.append(data[offset:offset + size])
+        offset += size
+    if offset != len(data):
+        raise ValueError("damaged object code")
+    return objects
