@@ -260,6 +260,9 @@ def _insert(e: AdjointEmitter, op: Operation, x: Sequence[Value], g: Value) -> A
 @structural_rule("dot")
 def _dot(e: AdjointEmitter, op: Operation, x: Sequence[Value], g: Value) -> Adjoints:
     a, b = x
+    if a is b:  # dot(d, d): one update of d's adjoint, by 2 g d, rather than two
+        twice = e.op("mul", g, e.const(2.0, T.element_scalar(a.type)))
+        return [e.op("mul", e.op("splat", twice, type=a.type), a), None]
     spread = e.op("splat", g, type=a.type)
     return [e.op("mul", spread, b), e.op("mul", spread, a)]
 
