@@ -169,6 +169,13 @@ class ControlFlow:
         return self.b.select(cond, a, b)
 
     def emit_for(self, op: Operation) -> list[Repr]:
+        if op.attrs.get("stream_stores"):  # streaming_stores.py
+            streamed = self.emit_streaming_for(op)
+            if streamed is not None:
+                return streamed
+        return self.emit_plain_for(op)
+
+    def emit_plain_for(self, op: Operation) -> list[Repr]:
         loop = ForOp(op)
         start, stop, step = (self.values[v] for v in (loop.start, loop.stop, loop.step))
         inits = [self.values[v] for v in loop.inits]

@@ -232,6 +232,12 @@ def optimize(llvm_ir: str, context: Any = None, machine: Any = None, level: int 
     pto.loop_unrolling = True
     pass_builder = b.create_pass_builder(tm, pto)
     pass_builder.getModulePassManager().run(module, pass_builder)
+    if "kdsl.stream" in llvm_ir:  # stores to stream (streaming_stores.py): tagged, now marked
+        from kdsl.codegen.streaming_stores import mark_streaming_stores
+
+        optimized = module
+        module = b.parse_assembly(mark_streaming_stores(str(optimized)), context=context)
+        optimized.close()
     if "kdsl.vm." in llvm_ir:  # calls the compiler's own vector math
         from kdsl.codegen.vector_variants import inline_variants
 

@@ -40,6 +40,7 @@ from kdsl.codegen.llvm_types import (
 from kdsl.codegen.parallel import CopyScopes, ParallelLoops
 from kdsl.codegen.runtime_hooks import RuntimeHooks
 from kdsl.codegen.scalar_ops import WIDE_ELEMENT_BYTES, ScalarEmitter
+from kdsl.codegen.streaming_stores import StreamingStores
 from kdsl.codegen.views import ArrayViews
 from kdsl.ir.core import Block, Function, Operation, Value
 from kdsl.ir.ops import COMPARISONS, Trait, lookup
@@ -64,7 +65,7 @@ class EmittedKernel:
 
 
 
-class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
+class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps, StreamingStores):
     """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
 
     scalar_emitter = ScalarEmitter
@@ -140,6 +141,7 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
     def _finish_function(self, fn: ir.Function) -> None:
         builder, body = self.alloca_builders.pop(fn)
         builder.branch(body)
+        self.fence_streaming_stores(fn)
 
     def _field(self, obj: ir.Value, offset: int, t: ir.Type) -> ir.Value:
         address = self.b.gep(obj, [ir.Constant(i64, offset)])
@@ -395,6 +397,8 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps):
         return [parts[0] if len(parts) == 1 and isinstance(op.result.type, T.ScalarType) else parts]
 
     def emit_array_store(self, op: Operation) -> list[Repr]:
+        if self.emit_streamed_store(op):
+            return []
         pointers = self._element_pointers(op, op.operands[1:-1])
         value = self.values[op.operands[-1]]
         scalar_t = T.element_scalar(op.operands[-1].type)

@@ -232,7 +232,11 @@ def lower_rows(lo: TensorLowerer, root: Operation, plan: RowPlan) -> None:
             lo.builder.create("array_store", [dest, *row, j, value])
             return []
 
-        lo.serial_loop(lo.value("max", shape[-1], zero), [], store)
+        loop = lo.serial_loop(lo.value("max", shape[-1], zero), [], store)
+        if lo.direct and lo.target == "cpu" and not kept:
+            # written once and not read here again: large destinations take streaming
+            # stores (kdsl/codegen/streaming_stores.py)
+            loop.attrs["stream_stores"] = True
         return []
 
     outer = [lo.value("max", s, zero) for s in shape[:-1]]
