@@ -156,8 +156,10 @@ def check_array_results(op: Operation, varied: set[Value]) -> None:
 
 def needs_adjoint_storage(op: Operation, uses: dict[Value, list[Operation]]) -> bool:
     """Whether the adjoint of the array ``op`` makes must be kept in an array of its own:
-    single elements of it are read, or it is used inside a loop or branch."""
+    single elements of it are read, or it is used inside a loop or branch, directly or
+    through a view (``t = kd.exp(a); u = t.T``, then ``u[i, j]`` in a loop)."""
     return any(user.parent is not op.parent or user.name not in REVERSED_HERE + ("array_dim",)
+               or (user.name in VIEW_OPS and needs_adjoint_storage(user, uses))
                for user in uses.get(op.result, []))
 
 

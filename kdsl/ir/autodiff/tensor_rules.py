@@ -262,8 +262,10 @@ class TensorAdjoints(TensorBuilder):
         if is_array(result):
             if result not in self.sweep.varied_arrays:
                 return
-            if op.name in VIEW_OPS and self.sink(result) is not None:
-                return  # its adjoint went into the viewed array's adjoint
+            if op.name in VIEW_OPS and result in self.sweep.adjoint_arrays:
+                return  # its adjoint went into the viewed array's adjoint (a view of it)
+            # else: summed in ``lazy``, or in storage of its own that a view of this
+            # view made (``_view``: ``y.T[1:]``), which ``take`` collects
             g = self.take(result)
         else:
             g = self.sweep.adj.get(result)

@@ -86,7 +86,7 @@ class TensorBuilder:
             p = self._view_pattern(self.pattern(op.operands[0]), op.attrs["spec"])
         elif op.name == "array_new":
             p = tuple("1" if self.b.known_constants.get(s) == 1 or constant_value(self.defs, s) == 1
-                      else "?" for s in op.operands)
+                      else "?" for s in op.operands[:ndim])  # then kd.full's value
         self.patterns[v] = p
         return p
 
