@@ -218,6 +218,13 @@ def _as_float64(a: Any) -> Any:
     return float(a)
 
 
+def _host_copy(a: Any) -> Any:
+    """A NumPy copy of a ``kd.array`` (the differences are taken on the CPU), else ``a``."""
+    if not isinstance(a, np.ndarray) and hasattr(a, "numpy") and hasattr(a, "device"):
+        return np.array(a.numpy(), copy=True)
+    return a
+
+
 def _value(kernel: Kernel, args: Sequence[Any]) -> float:
     """The kernel's value on copies of the arrays (a kernel may update them in place)."""
     return float(kernel(*[np.array(a, copy=True) if isinstance(a, np.ndarray) else a
@@ -263,6 +270,7 @@ def check_grad(kernel: Kernel, *args: Any, argnums: int | Sequence[int] = 0,
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kd.check_grad needs a @kd.kernel, got {kernel!r}")
     numbers = tuple(sorted(set(normalized_argnums(kernel, argnums, "kd.check_grad"))))
+    args = tuple(_host_copy(a) for a in args)
     wide = list(args)
     for k in numbers:
         a = args[k]
