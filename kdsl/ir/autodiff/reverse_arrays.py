@@ -9,6 +9,7 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.ir.autodiff.emitter import _INDEX, AdjointEmitter
+from kdsl.ir.autodiff.emitter_base import located_error
 from kdsl.ir.core import Block, Operation, Value
 
 LoadKey = tuple[Value, ...]
@@ -34,6 +35,10 @@ class ArrayAdjoints(AdjointEmitter):
 
     def _accumulate_array(self, op: Operation, m: dict[Value, Value]) -> None:
         if op.operands[0] not in self.adjoint_arrays:
+            if op.result in self.adj:  # an element whose adjoint has nowhere to go
+                raise located_error(
+                    "the gradient cannot flow back through this read: the array it reads "
+                    "has no adjoint (internal error: please report it)", op.location)
             return
         self._add_to_array(tuple(op.operands), m, self.adj[op.result])
 
