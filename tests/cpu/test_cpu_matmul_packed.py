@@ -259,6 +259,17 @@ def test_ir_and_machine_code():
     assert "llvm.fma.v" in library and "kdsl_gemm_f32" in library and "kdsl_gemm_f64" in library
 
 
+def test_blocking_is_whole_register_tiles():
+    """Packed blocks hold whole register tiles (a block of columns that is not a
+    multiple of the tile's width overflowed the packing buffer of b)."""
+    from kdsl.codegen.gemm import blocking
+
+    for avx512 in (True, False):
+        for itemsize in (4, 8):
+            blk = blocking(itemsize, avx512)
+            assert blk.nr % blk.lanes == 0 and blk.mc % blk.mr == 0 and blk.nc % blk.nr == 0
+
+
 def test_the_routines_for_hosts_without_avx512_verify():
     """The AVX2 blocking (16 registers of 256 bits) is not run on an AVX-512 host: its
     IR is at least well formed."""
