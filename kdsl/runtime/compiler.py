@@ -114,7 +114,9 @@ def object_code(module: Any, entry: str,
     is large enough and cores are free (the objects of all parts, and the library linked
     from them), as one object otherwise."""
     from kdsl.codegen import cpu, split_module
+    from kdsl.codegen.merge_regions import merge_identical_regions
 
+    merge_identical_regions(module)
     cores = min(cpu.usable_cores(), 2)
     plan = split_module.plan_parts(module, cores) if cpu.linker() else None
     if plan is not None:
