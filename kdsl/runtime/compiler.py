@@ -116,7 +116,8 @@ def object_code(module: Any, entry: str,
     from kdsl.codegen import cpu, split_module
     from kdsl.codegen.merge_regions import merge_identical_regions
 
-    merge_identical_regions(module)
+    with stage("llvm ir text"):  # compares the regions' texts
+        merge_identical_regions(module)
     cores = min(cpu.usable_cores(), 2)
     plan = split_module.plan_parts(module, cores) if cpu.linker() else None
     if plan is not None:
