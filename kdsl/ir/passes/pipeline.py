@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from kdsl.ir.autodiff.tensor_activity import TENSOR_OPS, is_stop_gradient
 from kdsl.ir.core import Function, Module
 from kdsl.ir.passes import (
-    bounds_checks,
     cse,
     dead_code,
     demote_atomics,
-    differentiate,
     drop_index_wraps,
     free_temporaries,
     fuse_parallel_loops,
     inline_funcs,
-    lower_tensors,
     share_reciprocals,
     simplify,
     speculate_loads,
@@ -75,14 +73,47 @@ class FunctionPass:
 
 Pass = ModulePass | FunctionPass
 
+
+# The passes most kernels do not need (differentiation, the lowering of whole-array
+# statements, debug-mode checks) are imported where a kernel needs them: a first compile
+# of a kernel of loops loads none of them.
+
+def differentiate(module: Module, options: PassOptions) -> None:
+    if options.gradient is None and not any(
+            is_stop_gradient(op) for op in module.kernel.body.walk()):
+        return  # nothing to differentiate, no kd.stop_gradient to remove
+    from kdsl.ir.passes import differentiate as differentiation
+
+    differentiation.run(module, options)
+
+
+def differentiate_forward(module: Module, options: PassOptions) -> None:
+    from kdsl.ir.passes import differentiate as differentiation
+
+    differentiation.run_forward(module, options)
+
+
+def lower_tensors(function: Function, options: PassOptions) -> None:
+    if any(op.name in TENSOR_OPS for op in function.walk()):
+        from kdsl.ir.passes import lower_tensors as lowering
+
+        lowering.run(function, options)
+
+
+def bounds_checks(function: Function, options: PassOptions) -> None:
+    from kdsl.ir.passes import bounds_checks as checks
+
+    checks.run(function, options)
+
+
 PIPELINE: tuple[Pass, ...] = (
     ModulePass("inline", inline_funcs.run),
     FunctionPass("drop-index-wraps", drop_index_wraps.run),
-    ModulePass("autodiff", differentiate.run),
-    FunctionPass("lower-tensors", lower_tensors.run),
-    ModulePass("forward-mode", differentiate.run_forward, when=forward_mode),
+    ModulePass("autodiff", differentiate),
+    FunctionPass("lower-tensors", lower_tensors),
+    ModulePass("forward-mode", differentiate_forward, when=forward_mode),
     # before anything can delete an access whose value is unused: its check stays
-    FunctionPass("bounds-checks", bounds_checks.run, when=in_debug),
+    FunctionPass("bounds-checks", bounds_checks, when=in_debug),
     FunctionPass("simplify", simplify.run),
     FunctionPass("share-reciprocals", share_reciprocals.run),
     FunctionPass("cse", cse.run),
