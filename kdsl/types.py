@@ -225,6 +225,10 @@ class ArrayType:
     ``row_pitch`` elements, a constant; strides of any axes before that come with the
     array. Such a type is not ``contiguous``.
 
+    ``middle_axis_size`` is the size of the axis before that one where a specialisation
+    fixes it too (a C-contiguous ``(N, 3, 3)`` array of scalars, as 3x3 matrices): the
+    stride of the first axis is then a constant as well.
+
     ``unit_first_stride`` marks an array that is not C-contiguous whose first axis steps
     one element (a column-major ``(N, 3)`` array, or ``pos.T`` of a ``(3, N)`` one): that
     stride is a constant and the others come with the array, so a loop over the first
@@ -237,6 +241,7 @@ class ArrayType:
     last_axis_size: int | None = None
     row_pitch: int | None = None
     unit_first_stride: bool = False
+    middle_axis_size: int | None = None
 
     def __repr__(self) -> str:
         layout = {None: "", True: ", C", False: ", A"}[self.contiguous]
@@ -245,7 +250,8 @@ class ArrayType:
         if self.unit_first_stride:
             layout = ", F"
         if self.last_axis_size is not None:
-            layout += f", ?x{self.last_axis_size}"
+            middle = "" if self.middle_axis_size is None else f"{self.middle_axis_size}x"
+            layout += f", ?x{middle}{self.last_axis_size}"
         return f"array<{self.dtype}, {self.ndim}{layout}>"
 
     __str__ = __repr__
@@ -259,12 +265,14 @@ class ArrayType:
         """The sizes of the trailing axes the type fixes: a fixed last indexed axis, then
         the element axes."""
         fixed = () if self.last_axis_size is None else (self.last_axis_size,)
+        if self.middle_axis_size is not None:
+            fixed = (self.middle_axis_size, *fixed)
         return fixed + element_shape(self.dtype)
 
     @property
     def free_ndim(self) -> int:
         """The number of leading axes whose sizes come with each array."""
-        return self.ndim - (self.last_axis_size is not None)
+        return self.ndim - (self.last_axis_size is not None) - (self.middle_axis_size is not None)
 
     @property
     def strides_implied(self) -> bool:
@@ -273,18 +281,21 @@ class ArrayType:
         return bool(self.contiguous) or self.row_pitch is not None
 
     def specialised(self, contiguous: bool, last_axis_size: int | None = None,
-                    row_pitch: int | None = None, unit_first_stride: bool = False) -> ArrayType:
-        """The type of an array of this annotation's: ``last_axis_size``, ``row_pitch``
-        and ``unit_first_stride`` as ``argument_layout`` finds them, kept where this
-        element type can use them."""
+                    row_pitch: int | None = None, unit_first_stride: bool = False,
+                    middle_axis_size: int | None = None) -> ArrayType:
+        """The type of an array of this annotation's: ``last_axis_size``, ``row_pitch``,
+        ``unit_first_stride`` and ``middle_axis_size`` as ``argument_layout`` finds them,
+        kept where this element type can use them."""
         scalar = isinstance(self.dtype, ScalarType)
         if contiguous or not (self.ndim >= 1 + scalar and isinstance(self.dtype, (ScalarType, VectorType))):
             row_pitch = None
         if not (self.ndim >= 2 and scalar and (contiguous or row_pitch is not None)):
             last_axis_size = None
         unit_first_stride = unit_first_stride and not contiguous and row_pitch is None
+        if not (contiguous and last_axis_size is not None and self.ndim >= 3):
+            middle_axis_size = None
         return ArrayType(self.dtype, self.ndim, contiguous, last_axis_size, row_pitch,
-                         unit_first_stride)
+                         unit_first_stride, middle_axis_size)
 
     def holds(self, other: ArrayType) -> bool:
         """Whether a variable of this type can hold an array of ``other``'s (it makes no
@@ -292,6 +303,7 @@ class ArrayType:
         return ((self.dtype, self.ndim) == (other.dtype, other.ndim)
                 and (not self.contiguous or bool(other.contiguous))
                 and self.last_axis_size in (None, other.last_axis_size)
+                and self.middle_axis_size in (None, other.middle_axis_size)
                 and self.row_pitch in (None, other.row_pitch)
                 and (not self.unit_first_stride or other.unit_first_stride))
 

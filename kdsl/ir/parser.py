@@ -56,7 +56,8 @@ _NAMED = {t.name: t for t in (*T.NAMED_VECTORS, *T.NAMED_MATRICES)}
 
 def parse_type(text: str) -> Any:
     """A type as ``str()`` prints it: ``f32``, ``vec3``, ``vec2<i64>``, ``mat23<f64>``,
-    ``array<vec3, 1, C>``, ``array<f32, 2, C, ?x3>``, ``array<f32, 2, P4, ?x3>``, ``array<f32, 2, F>``."""
+    ``array<vec3, 1, C>``, ``array<f32, 2, C, ?x3>``, ``array<f32, 2, P4, ?x3>``,
+    ``array<f32, 2, F>``, ``array<f32, 3, C, ?x3x3>``."""
     text = text.strip()
     if text in _SCALARS:
         return _SCALARS[text]
@@ -69,8 +70,11 @@ def parse_type(text: str) -> Any:
         pitch = int(parts[2][1:]) if len(parts) >= 3 and parts[2].startswith("P") else None
         if pitch is not None:
             layout = False
-        last = int(parts[3].removeprefix("?x")) if len(parts) == 4 else None
-        return T.ArrayType(parse_type(parts[0]), int(parts[1]), layout, last, pitch, unit_first)
+        sizes = [int(v) for v in parts[3].removeprefix("?x").split("x")] if len(parts) == 4 else []
+        last = sizes[-1] if sizes else None
+        middle = sizes[0] if len(sizes) == 2 else None
+        return T.ArrayType(parse_type(parts[0]), int(parts[1]), layout, last, pitch, unit_first,
+                           middle)
     match = re.fullmatch(r"vec(\d+)<(\w+)>", text)
     if match:
         return T.vector_type(_SCALARS[match.group(2)], int(match.group(1)))

@@ -21,6 +21,15 @@ def fixed_last_axis(shape: tuple[int, ...], c_contiguous: bool) -> int | None:
     return None
 
 
+def fixed_middle_axis(shape: tuple[int, ...], c_contiguous: bool) -> int | None:
+    """The size of the axis before a fixed last axis where a specialisation fixes it too
+    (see ``ArrayType.middle_axis_size``), else None."""
+    if (c_contiguous and len(shape) >= 3 and shape[-1] in T.FIXED_LAST_AXIS_SIZES
+            and shape[-2] in T.FIXED_LAST_AXIS_SIZES):
+        return shape[-2]
+    return None
+
+
 def padded_rows(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[int, int] | None:
     """``(n, pitch)`` for an array that is not C-contiguous whose rows are short and
     padded (see ``ArrayType.row_pitch``): its last axis holds ``n`` (2 to 8) adjacent
@@ -43,15 +52,16 @@ def unit_first_stride(strides: tuple[int, ...], itemsize: int) -> bool:
     return len(strides) >= 2 and strides[0] == itemsize
 
 
-def argument_layout(a: np.ndarray) -> tuple[bool, int | None, int | None, bool]:
-    """Whether a NumPy array is C-contiguous, and the last-axis size, row pitch and unit
-    first stride a specialisation may fix (``ArrayType.specialised``'s arguments)."""
+def argument_layout(a: np.ndarray) -> tuple[bool, int | None, int | None, bool, int | None]:
+    """Whether a NumPy array is C-contiguous, and the last-axis size, row pitch, unit
+    first stride and middle-axis size a specialisation may fix (``ArrayType.specialised``'s
+    arguments)."""
     if a.flags.c_contiguous:
-        return True, fixed_last_axis(a.shape, True), None, False
+        return True, fixed_last_axis(a.shape, True), None, False, fixed_middle_axis(a.shape, True)
     rows = padded_rows(a.shape, a.strides, a.itemsize)
     if rows is None:
-        return False, None, None, unit_first_stride(a.strides, a.itemsize)
-    return False, *rows, False
+        return False, None, None, unit_first_stride(a.strides, a.itemsize), None
+    return False, *rows, False, None
 
 
 def argument_key(a: Any) -> Any:
@@ -60,7 +70,8 @@ def argument_key(a: Any) -> Any:
     if t is np.ndarray:
         contiguous = a.flags.c_contiguous
         if contiguous:
-            return (a.dtype, a.ndim, True, fixed_last_axis(a.shape, True))
+            return (a.dtype, a.ndim, True, fixed_last_axis(a.shape, True),
+                    fixed_middle_axis(a.shape, True))
         rows = padded_rows(a.shape, a.strides, a.itemsize)
         return (a.dtype, a.ndim, False, rows,
                 rows is None and unit_first_stride(a.strides, a.itemsize))
@@ -74,7 +85,9 @@ def argument_key(a: Any) -> Any:
         return (t, a.dtype, a.ndim, *argument_layout(a))
     if getattr(t, "__kdsl_cuda__", False):
         contiguous = a.flags_c_contiguous
-        return ("cuda", a.dtype, a.ndim, contiguous, fixed_last_axis(tuple(a.shape), contiguous))
+        shape = tuple(a.shape)
+        return ("cuda", a.dtype, a.ndim, contiguous, fixed_last_axis(shape, contiguous),
+                fixed_middle_axis(shape, contiguous))
     unwrap = getattr(a, "__kdsl_array__", None)
     if unwrap is not None:
         return argument_key(unwrap())

@@ -57,6 +57,9 @@ _SCALAR_KINDS = {
 }
 _METH_FASTCALL = 0x80
 _UNIT_FIRST_STRIDE = 1 << 32  # the layout word's flag for ArrayType.unit_first_stride
+# the layout word's flag for parameters whose type may fix the middle axis's size (kept
+# in bits 40 to 47: ArrayType.middle_axis_size)
+_MIDDLE_AXIS_APPLIES = 1 << 48
 # NumPy's array flags (numpy/ndarraytypes.h)
 C_CONTIGUOUS = 0x1
 WRITEABLE = 0x400
@@ -224,9 +227,20 @@ class _Emitter(MadeArrayResults):
         column = b.and_(b.icmp_signed(">=", nd, self.const(2)),
                         b.icmp_signed("==", first, itemsize))
         other = b.select(column, self.const(_UNIT_FIRST_STRIDE), self.const(0))
-        fixed = b.select(contiguous, b.select(short, last, self.const(0)),
-                         b.select(padded, rows, other))
-        return b.icmp_unsigned("==", b.or_(fixed, b.shl(itemsize, self.const(16))), expected)
+        # the axis before a short last one, where the word says the type can fix it
+        middle_index = b.select(b.icmp_signed(">=", nd, self.const(3)), b.sub(nd, self.const(2)),
+                                self.const(0))
+        middle = b.load(b.gep(dims, [middle_index]))
+        middle_fixed = b.and_(b.and_(short, b.icmp_signed(">=", nd, self.const(3))),
+                              b.and_(b.icmp_signed(">=", middle, self.const(sizes.start)),
+                                     b.icmp_signed("<", middle, self.const(sizes.stop))))
+        applies = b.and_(expected, self.const(_MIDDLE_AXIS_APPLIES))
+        middle_part = b.select(b.and_(middle_fixed, b.icmp_unsigned("!=", applies, self.const(0))),
+                               b.shl(middle, self.const(40)), self.const(0))
+        dense = b.or_(b.select(short, last, self.const(0)), middle_part)
+        fixed = b.select(contiguous, dense, b.select(padded, rows, other))
+        fixed = b.or_(b.or_(fixed, applies), b.shl(itemsize, self.const(16)))
+        return b.icmp_unsigned("==", fixed, expected)
 
     def checked_scalar(self, arg: Any, base: int, k: int, kind: str) -> Any:
         """A scalar of exactly the table's type, as a C double or an int64 in the range
@@ -381,7 +395,10 @@ def _layout_word(p: Any, dtype: np.dtype) -> int:
     ``_UNIT_FIRST_STRIDE`` for an array whose first axis steps one element."""
     pitch = p.type.row_pitch or 0
     unit_first = _UNIT_FIRST_STRIDE if p.type.unit_first_stride else 0
-    return (_checked_last_axis(p) or 0) | pitch << 8 | dtype.itemsize << 16 | unit_first
+    t = p.type
+    applies = isinstance(t.dtype, T.ScalarType) and t.ndim >= 3 and bool(t.contiguous)
+    middle = (t.middle_axis_size or 0) << 40 | _MIDDLE_AXIS_APPLIES if applies else 0
+    return (_checked_last_axis(p) or 0) | pitch << 8 | dtype.itemsize << 16 | unit_first | middle
 
 
 def _single_array_result(compiled: CompiledKernel) -> int:

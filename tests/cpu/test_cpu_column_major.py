@@ -195,10 +195,10 @@ def test_the_compiled_call_path_takes_only_column_major_arrays(rng):
 
 def test_what_has_a_unit_first_stride():
     f = np.zeros((10, 3), np.float32, order="F")
-    assert argument_layout(f) == (False, None, None, True)
-    assert argument_layout(f[1:]) == (False, None, None, True)
-    assert argument_layout(f[::2]) == (False, None, None, False)  # every other row
-    assert argument_layout(np.zeros((3, 10), np.float64).T) == (False, None, None, True)
+    assert argument_layout(f)[:4] == (False, None, None, True)
+    assert argument_layout(f[1:])[:4] == (False, None, None, True)
+    assert argument_layout(f[::2])[:4] == (False, None, None, False)  # every other row
+    assert argument_layout(np.zeros((3, 10), np.float64).T)[:4] == (False, None, None, True)
     assert argument_layout(np.zeros((4, 10), np.float32)[:, ::-1].T)[3] is False
     assert argument_layout(np.zeros((10, 1), np.float32, order="F"))[0]  # C-contiguous too
     assert argument_layout(np.broadcast_to(np.zeros(3, np.float32), (10, 3)))[3] is False
