@@ -13,6 +13,9 @@ from kdsl.frontend.scope import VariableType
 from kdsl.records import dataclass
 
 
+_SHORT = T.FIXED_LAST_AXIS_SIZES
+
+
 def fixed_last_axis(shape: tuple[int, ...], c_contiguous: bool) -> int | None:
     """The size of an array's last axis where a specialisation fixes it (see
     ``ArrayType.last_axis_size``), else None."""
@@ -69,9 +72,12 @@ def argument_key(a: Any) -> Any:
     t = type(a)
     if t is np.ndarray:
         contiguous = a.flags.c_contiguous
-        if contiguous:
-            return (a.dtype, a.ndim, True, fixed_last_axis(a.shape, True),
-                    fixed_middle_axis(a.shape, True))
+        if contiguous:  # fixed_last_axis and fixed_middle_axis, inline: every slow call
+            shape = a.shape
+            if len(shape) < 2 or shape[-1] not in _SHORT:
+                return (a.dtype, a.ndim, True, None, None)
+            middle = shape[-2] if len(shape) >= 3 and shape[-2] in _SHORT else None
+            return (a.dtype, a.ndim, True, shape[-1], middle)
         rows = padded_rows(a.shape, a.strides, a.itemsize)
         return (a.dtype, a.ndim, False, rows,
                 rows is None and unit_first_stride(a.strides, a.itemsize))
