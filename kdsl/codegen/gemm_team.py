@@ -26,7 +26,7 @@ from kdsl.codegen.gemm_loops import ceil_div, const, loop, smin
 from kdsl.codegen.llvm_types import i8_ptr, i32, i64
 
 CLAIMS_PER_THREAD = 4  # blocks of rows per thread: a busy core's share is taken over
-ROW_UNIT = 8  # the rows of the unpacked product's register blocks divide this
+ROW_UNIT = 24  # the rows of the unpacked product's register blocks (4, 6, 8) divide this
 
 COUNTERS = 11  # in the context: the product's arguments (GEMM_ARGS), then the counters
 COUNTER_STRIDE = 8  # i64s: one cache line per thread's counter
