@@ -12,7 +12,6 @@ from kdsl.builtins import Matrix, Vector
 from kdsl.frontend.scope import VariableType
 from kdsl.records import dataclass
 
-
 _SHORT = T.FIXED_LAST_AXIS_SIZES
 
 
