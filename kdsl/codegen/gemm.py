@@ -86,8 +86,8 @@ class GemmEmitter(MicroKernelAndPacking, TeamProduct):
                                  ir.FunctionType(self.vec, [self.vec] * 3))
         self.malloc = self._declare("malloc", ir.FunctionType(i8_ptr, [i64]))
         self.free = self._declare("free", ir.FunctionType(void, [i8_ptr]))
-        self.small = SmallProduct(module, scalar, self.block.lanes, avx512, self.prefix,
-                                  self.fma).fn
+        small = SmallProduct(module, scalar, self.block.lanes, avx512, self.prefix, self.fma)
+        self.small, self.small_widths = small.fn, small.widths
         self.micro = self._micro_kernel()
         self.pack_a = self._pack(rows_first=True)
         self.pack_b = self._pack(rows_first=False)

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 from llvmlite import ir
 
 from kdsl.codegen.gemm_loops import ceil_div, const, loop, smin
+from kdsl.codegen.gemm_small import rows_per_block
 from kdsl.codegen.llvm_types import i8_ptr, i32, i64
 
 CLAIMS_PER_THREAD = 4  # blocks of rows per thread: a busy core's share is taken over
-ROW_UNIT = 24  # the rows of the unpacked product's register blocks (4, 6, 8) divide this
 
 COUNTERS = 11  # in the context: the product's arguments (GEMM_ARGS), then the counters
 COUNTER_STRIDE = 8  # i64s: one cache line per thread's counter
@@ -62,10 +62,18 @@ class TeamProduct:
         b.branch(claim)
         b.position_at_end(done)
 
-    def _chunk_rows(self, b: ir.IRBuilder, m: ir.Value, team: ir.Value) -> ir.Value:
-        """Rows per claim: CLAIMS_PER_THREAD claims per thread, whole register blocks."""
-        claims = b.mul(team, const(CLAIMS_PER_THREAD))
-        return b.mul(ceil_div(b, ceil_div(b, m, claims), const(ROW_UNIT)), const(ROW_UNIT))
+    def _block_rows(self, b: ir.IRBuilder, n: ir.Value) -> ir.Value:
+        """The rows of the unpacked product's register blocks for ``n`` columns (its
+        narrowest block that covers them, else its widest)."""
+        rows = const(rows_per_block(self.small_widths[-1]))
+        for vectors in reversed(self.small_widths[:-1]):
+            fits = b.icmp_signed("<=", n, const(vectors * self.block.lanes))
+            rows = b.select(fits, const(rows_per_block(vectors)), rows)
+        return rows
+
+    def _claims_count(self, b: ir.IRBuilder, blocks: ir.Value, team: ir.Value) -> ir.Value:
+        """Claims in all: CLAIMS_PER_THREAD per thread, at most one per register block."""
+        return smin(b, b.mul(team, const(CLAIMS_PER_THREAD)), blocks)
 
     def _unpacked_rows_region(self) -> ir.Function:
         """Each thread claims blocks of rows of ``c``, its own share's first, and
@@ -79,14 +87,15 @@ class TeamProduct:
         counters = b.load(self._field(b, ctx, COUNTERS))
         team = b.sext(b.call(self.hooks.load(b, "num_threads"), []), i64)
         tid = b.sext(b.call(self.hooks.load(b, "thread_num"), []), i64)
-        chunk = self._chunk_rows(b, m, team)
-        count = ceil_div(b, m, chunk)
+        height = self._block_rows(b, n)
+        blocks = ceil_div(b, m, height)
+        count = self._claims_count(b, blocks, team)
 
-        def rows(u: ir.Value) -> None:
-            first = b.mul(u, chunk)
-            rows = smin(b, chunk, b.sub(m, first))
-            b.call(self.small, [rows, n, k, b.gep(a, [b.mul(first, rsa)]), rsa, csa, bm, rsb,
-                                b.gep(c, [b.mul(first, rsc)]), rsc])
+        def rows(u: ir.Value) -> None:  # claim u: register blocks u*B/count to (u+1)*B/count
+            first = b.mul(b.sdiv(b.mul(u, blocks), count), height)
+            last = smin(b, b.mul(b.sdiv(b.mul(b.add(u, const(1)), blocks), count), height), m)
+            b.call(self.small, [b.sub(last, first), n, k, b.gep(a, [b.mul(first, rsa)]), rsa,
+                                csa, bm, rsb, b.gep(c, [b.mul(first, rsc)]), rsc])
 
         def share(step: ir.Value) -> None:
             owner = b.urem(b.add(tid, step), team)
@@ -110,7 +119,7 @@ class TeamProduct:
         first_counter = b.gep(counters, [ir.Constant(i32, 0), ir.Constant(i32, 0)])
         b.store(first_counter, self._field(b, ctx, COUNTERS))
         team64 = b.zext(team, i64)
-        count = ceil_div(b, args[0], self._chunk_rows(b, args[0], team64))
+        count = self._claims_count(b, ceil_div(b, args[0], self._block_rows(b, args[1])), team64)
 
         def reset(owner: ir.Value) -> None:  # the first block of each thread's share
             b.store(b.sdiv(b.mul(owner, count), team64),
