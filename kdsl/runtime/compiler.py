@@ -76,7 +76,8 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
     with stage("passes"):
         run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath,
                                          gradient=options.gradient, vjp=options.vjp,
-                                         tangent=options.tangent, target=target),
+                                         tangent=options.tangent, target=target,
+                                         unit_axes=options.unit_axes),
                      stop_after=stop_after)
     if options.gradient is not None:
         from kdsl.runtime.gradient import gradient_results

@@ -69,13 +69,15 @@ class GradientKernel(DerivedKernel):
 
     label = "kd.grad"  # how errors name this kind of derived kernel
 
-    def __init__(self, kernel: Kernel, argnums: tuple[int, ...]) -> None:
+    def __init__(self, kernel: Kernel, argnums: tuple[int, ...],
+                 unit_axes: tuple[tuple[int, tuple[int, ...]], ...] = ()) -> None:
         super().__init__(kernel.py_function, debug=kernel.options.debug,
                          fastmath=kernel.options.fastmath)
         self.primal = kernel
         self.argnums = argnums
         self.own_argnums = argnums  # those among the kernel's own parameters
-        self.options = dataclasses.replace(kernel.options, gradient=argnums)
+        self.options = dataclasses.replace(kernel.options, gradient=argnums,
+                                           unit_axes=unit_axes)
         self.__name__ = f"grad_{kernel.__name__}"
         self.compile_seconds: float | None = None
 
@@ -103,6 +105,12 @@ class GradientKernel(DerivedKernel):
         compiled = super()._specialise(args, key)
         self.compile_seconds = time.perf_counter() - started
         return compiled
+
+
+def _axes_of_size_one(a: Any, ndim: int) -> tuple[int, ...]:
+    """The indexed axes (the first ``ndim``) of array ``a`` whose size is 1."""
+    shape = tuple(getattr(a, "shape", None) or np.shape(a))
+    return tuple(k for k in range(min(ndim, len(shape))) if shape[k] == 1)
 
 
 def _zeros_like(a: Any) -> Any:
@@ -148,6 +156,7 @@ class Gradient:
         self.requested = normalized_argnums(kernel, argnums)
         self.argnums = tuple(sorted(set(self.requested)))  # each compiled once
         self.kernel = GradientKernel(kernel, self.argnums)
+        self._by_unit_axes: dict[tuple, GradientKernel] = {(): self.kernel}
         self.primal = kernel
         self.with_value = with_value
         self.saved_bytes: int | None = None
@@ -155,7 +164,21 @@ class Gradient:
     def _arguments(self, args: tuple) -> tuple[list[Parameter], list[Any]]:
         params = self.kernel.primal_parameters(args)
         adjoints = [_zeros_like(args[k]) for k in self.argnums if _is_array(params[k])]
+        self._select_kernel(params, args)
         return params, adjoints
+
+    def _select_kernel(self, params: list[Parameter], args: tuple) -> None:
+        """The gradient compiled for the axes of size 1 of the differentiated arrays: where
+        such an axis was broadcast against a longer one, its adjoint is summed over it (as
+        in NumPy, JAX and PyTorch)."""
+        unit_axes = tuple(
+            (k, axes) for k in self.argnums if _is_array(params[k])
+            if (axes := _axes_of_size_one(args[k], params[k].type.ndim)))
+        found = self._by_unit_axes.get(unit_axes)
+        if found is None:
+            found = self._by_unit_axes[unit_axes] = GradientKernel(
+                self.primal, self.argnums, unit_axes)
+        self.kernel = found
 
     def __call__(self, *args: Any, **keywords: Any) -> Any:
         from kdsl.runtime.arrays import shared_foreign_array

@@ -10,10 +10,13 @@ class BuildOptions:
     """``debug``: bounds checks and asserts; ``fastmath``: reassociation and contraction;
     ``gradient``: compile the gradient with respect to these arguments (kd.grad);
     ``vjp``: as its vector-Jacobian product instead (kd.Tape); ``tangent``: compile the
-    Jacobian-vector product with respect to these arguments (kd.jvp)."""
+    Jacobian-vector product with respect to these arguments (kd.jvp); ``unit_axes``: for
+    a gradient, the axes of size 1 of differentiated array arguments, as (position, axes)
+    pairs: whole-array adjoints sum over them where the argument was broadcast."""
 
     debug: bool = False
     fastmath: bool = True
     gradient: tuple[int, ...] | None = None
     vjp: bool = False
     tangent: tuple[int, ...] | None = None
+    unit_axes: tuple[tuple[int, tuple[int, ...]], ...] = ()

@@ -51,6 +51,7 @@ class EmitterBase:
         self.load_registers: dict[tuple[Value, ...], Value] = {}
         self.adj: dict[Value, Value] = {}
         self.routed: set[Value] | None = None  # None: guard every product
+        self.unit_axes: dict[Value, tuple[int, ...]] = {}  # arguments' axes of size 1
         self.current: Operation | None = None
         self._result: Value | None = None
         self._mapping: dict[Value, Value] = {}

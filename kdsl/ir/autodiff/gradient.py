@@ -6,6 +6,7 @@ the adjoints of the arrays into theirs."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import field
 
 from kdsl import types as T
 from kdsl.ir.autodiff import rules  # noqa: F401  (attaches the rules to the registry)
@@ -33,6 +34,9 @@ class GradientSpec:
     """Which arguments a gradient is taken with respect to."""
 
     argnums: tuple[int, ...]
+    unit_axes: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    """Axes of size 1 of differentiated array arguments, by position (at run time: the
+    kernel compiled for them is called only with such arrays)."""
 
 
 def adjoint_name(name: str) -> str:
@@ -58,7 +62,8 @@ Tidy = Callable[[Block, list[Value], list[Value]], None]
 
 def build_reverse(fn: Function, argnums: tuple[int, ...], extra_args: list[Value],
                   result: Value | None, seed: Seed, keep_state: bool,
-                  want_value: bool, tidy: Tidy | None = None) -> ReverseKernel:
+                  want_value: bool, tidy: Tidy | None = None,
+                  unit_axes: dict[int, tuple[int, ...]] | None = None) -> ReverseKernel:
     """The forward and reverse sweeps of ``fn`` with respect to the arguments at
     ``argnums``, shared by the gradient and the vector-Jacobian product. The new body's
     arguments are ``fn``'s, one adjoint array per differentiated array, then
@@ -79,6 +84,7 @@ def build_reverse(fn: Function, argnums: tuple[int, ...], extra_args: list[Value
     builder = IRBuilder(body)
     sweep = ReverseSweep(builder, varied, varied_arrays, adjoint_arrays, needed_values(fn.body, varied))
     sweep.routed = routed_values(fn.body)
+    sweep.unit_axes = {fn.args[k]: axes for k, axes in (unit_axes or {}).items()}
     sweep.stateful = stateful
     sweep.bases = array_bases(fn.body)
     sweep.deferred = Deferral(fn.body, varied, sweep.needed, stateful, sweep.bases)
@@ -128,7 +134,7 @@ def differentiate(module: Module, spec: GradientSpec) -> None:
             + (", ".join(str(v.type) for v in ret.operands) or "nothing"), fn.location)
     made = build_reverse(fn, spec.argnums, [], ret.operands[0],
                          lambda sweep, result: sweep.const(1.0, result.type),
-                         keep_state=True, want_value=True)
+                         keep_state=True, want_value=True, unit_axes=spec.unit_axes)
     assert made.value is not None
     builder = IRBuilder(made.body)
     builder.location = ret.location

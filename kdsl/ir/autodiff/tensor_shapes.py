@@ -67,8 +67,9 @@ class TensorBuilder:
         op = self.defs.get(v)
         ndim = v.type.ndim
         p: Pattern = ("?",) * ndim
-        if op is None:
-            pass
+        if op is None:  # an argument: axes of size 1 at run time where the kernel says so
+            unit = self.sweep.unit_axes.get(v, ())
+            p = tuple("1" if k in unit else "?" for k in range(ndim))
         elif op.name == "tensor_map":
             p = _broadcast(self.pattern(o) for o in op.operands)
         elif op.name == "tensor_reduce":

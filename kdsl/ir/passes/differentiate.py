@@ -55,7 +55,7 @@ def _differentiate(module: Module, argnums: tuple[int, ...], options: Any) -> No
     else:
         from kdsl.ir.autodiff.gradient import GradientSpec, differentiate
 
-        differentiate(module, GradientSpec(argnums))
+        differentiate(module, GradientSpec(argnums, dict(getattr(options, "unit_axes", ()))))
 
 
 def run_forward(module: Module, options: Any = None) -> None:

@@ -29,6 +29,7 @@ class PassOptions:
     gradient: tuple[int, ...] | None = None  # differentiate w.r.t. these arguments
     vjp: bool = False  # as a vector-Jacobian product (kdsl/ir/autodiff/vjp.py)
     tangent: tuple[int, ...] | None = None  # forward mode (kdsl/ir/autodiff/forward.py)
+    unit_axes: tuple[tuple[int, tuple[int, ...]], ...] = ()  # BuildOptions.unit_axes
     target: str = "cpu"  # "cpu" or "cuda": the code the IR becomes
 
 
