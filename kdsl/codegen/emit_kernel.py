@@ -9,6 +9,7 @@ A parallel loop inside another runs serially.
 
 from __future__ import annotations
 
+import math
 from dataclasses import field
 from typing import Any
 
@@ -388,7 +389,7 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps, StreamingSt
     def emit_array_load(self, op: Operation) -> list[Repr]:
         pointers = self._element_pointers(op, op.operands[1:])
         scalar_t = T.element_scalar(op.result.type)
-        self._note_wide_element(len(pointers), scalar_t)
+        self._note_wide_element(len(pointers), scalar_t, op.operands[0].type)
         loads = [self.b.load(p) for p in pointers]
         if self.copy_scope is not None:  # arrays are never a thread's private copy
             for load in loads:
@@ -402,13 +403,16 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps, StreamingSt
         pointers = self._element_pointers(op, op.operands[1:-1])
         value = self.values[op.operands[-1]]
         scalar_t = T.element_scalar(op.operands[-1].type)
-        self._note_wide_element(len(pointers), scalar_t)
+        self._note_wide_element(len(pointers), scalar_t, op.operands[0].type)
         parts = value if isinstance(value, list) else [value]
         for p, v in zip(pointers, parts):
             self.b.store(self._to_memory(scalar_t, v), p)
         return []
 
-    def _note_wide_element(self, components: int, scalar_t: T.ScalarType) -> None:
+    def _note_wide_element(self, components: int, scalar_t: T.ScalarType,
+                           array_t: T.ArrayType) -> None:
+        if array_t.middle_axis_size is not None:  # f[p, r, k] of 3x3 matrices: a whole one
+            components = max(components, math.prod(array_t.fixed_shape))
         if components * scalar_t.itemsize > WIDE_ELEMENT_BYTES:
             self.scalar.wide_element_accesses += 1
 

@@ -146,3 +146,32 @@ def test_types_print_and_parse():
     assert t.fixed_shape == (2, 3) and t.free_ndim == 1
     assert T.ArrayType(T.f32, 3, True, 3).holds(t) and not t.holds(T.ArrayType(T.f32, 3, True, 3))
     assert not t.holds(T.ArrayType(T.f32, 3, True, 3, middle_axis_size=4))
+
+
+@kd.kernel
+def deform_unrolled(f, c, v, out, g, dt: kd.f64):
+    """The same with constant trip counts, as an MPM code writes it."""
+    for p in kd.prange(f.shape[0]):
+        for r in range(3):
+            a0 = dt * c[p, r, 0]
+            a1 = dt * c[p, r, 1]
+            a2 = dt * c[p, r, 2]
+            out[p, r] = f[p, r, 0] * v[p, 0] + f[p, r, 1] * v[p, 1] + f[p, r, 2] * v[p, 2]
+            for k in range(3):
+                g[p, r, k] = f[p, r, k] + a0 * f[p, 0, k] + a1 * f[p, 1, k] + a2 * f[p, 2, k]
+
+
+def test_wide_matrices_are_not_gathered(rng):
+    """3x3 f64 matrices (72 bytes each) streamed without carried sums: each iteration is
+    vectorised on its own, as for kd.Array[kd.mat33d], not gathered across iterations
+    (f32 ones, 36 bytes, are vectorised across iterations: checked for numbers only)."""
+    for dtype in (np.float64, np.float32):
+        f = nonzero_floats(rng, (16, 3, 3), dtype)
+        v = nonzero_floats(rng, (16, 3), dtype)
+        args = (f, f.copy(), v, np.zeros_like(v), np.zeros_like(f), 0.5)
+        check(deform_unrolled, *args, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(args[4], _deform_numpy(f, args[1], v, 0.5)[1], rtol=1e-5)
+        for kernel in (deform, deform_unrolled):
+            text = kernel.llvm_ir(*args, optimized=True)
+            if dtype == np.float64:
+                assert "masked.gather" not in text and "masked.scatter" not in text
