@@ -7,8 +7,8 @@
   and accumulates one outer product per step along ``k`` with FMAs; its sizes follow the
   host's vector registers (32 registers of 512 bits with AVX-512, 16 of 256 otherwise).
 - Called outside a parallel region, the product runs on a team of threads (the runtime's
-  ``parallel`` hook), each computing its own block of rows or columns of ``c`` (an
-  unpacked product: claiming blocks of rows as it goes, ``gemm_team``); inside one (a
+  ``parallel`` hook) that claim blocks of rows of ``c`` as they go (``gemm_team``), or,
+  where ``c`` is wider than tall, each compute its own block of columns; inside one (a
   matmul in a ``prange``) it runs on the calling thread.
 - Packing buffers are allocated per call with ``malloc`` (reused by the C allocator, so a
   repeated call makes no page faults), on the stack when they are small.
@@ -96,7 +96,8 @@ class GemmEmitter(MicroKernelAndPacking, TeamProduct):
         self.args_t = ir.LiteralStructType(GEMM_ARGS + [i64, i64])
         self.region = self._region()
         self.team_ctx_t = self._team_context_type()
-        self.team_unpacked = self._unpacked_rows_region()
+        self.team_unpacked = self._rows_region(packed=False)
+        self.team_packed = self._rows_region(packed=True)
         self.product = self._product()
         self.entry = self._entry()
 
@@ -291,8 +292,9 @@ class GemmEmitter(MicroKernelAndPacking, TeamProduct):
         b.cbranch(parallel, on_team, alone)
         b.position_at_end(on_team)
         with b.if_then(self._unpacked(b, n, k, args[8])):
-            self._emit_unpacked_team(b, args, team)
-            b.ret(ir.Constant(i32, 0))
+            b.ret(self._emit_rows_team(b, args, team, packed=False))
+        with b.if_then(b.and_(b.icmp_signed(">=", m, n), b.icmp_signed(">", k, const(0)))):
+            b.ret(self._emit_rows_team(b, args, team, packed=True))
         ctx = b.alloca(self.args_t)
         for f, value in enumerate(args + [const(0), const(0)]):
             b.store(value, b.gep(ctx, [ir.Constant(i32, 0), ir.Constant(i32, f)]))
