@@ -95,11 +95,12 @@ def load_object(code: bytes | list[bytes], symbols: list[str]) -> LoadedCode:
     """Loads object code (one object, or the objects of a module compiled in parts) into
     a JIT engine of its own (disposed with the code); RuntimeError when a symbol is
     missing."""
-    from kdsl.codegen.cpu import llvm, new_target_machine
+    from kdsl.codegen.cpu import llvm, take_machine
 
     b = llvm()
-    # the engine owns its target machine and frees it with itself: never a shared one
-    engine = b.create_mcjit_compiler(b.parse_assembly(""), new_target_machine())
+    # the engine owns its target machine and frees it with itself: never a shared one (a
+    # spare one made while LLVM loaded, where there is one: off the first compile's path)
+    engine = b.create_mcjit_compiler(b.parse_assembly(""), take_machine())
     for data in [code] if isinstance(code, bytes) else code:
         engine.add_object_file(b.ObjectFileRef.from_data(data))
     engine.finalize_object()
