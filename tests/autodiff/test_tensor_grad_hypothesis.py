@@ -1,7 +1,7 @@
 """Random differentiable whole-array programs (elementwise math, broadcasting of a row, a
-column and a scalar, reductions with axis and keepdims, views, matrix products,
-``kd.where``, temporaries written by slice and augmented assignment, elements read in a
-loop) against float64 central differences of the compiled kernel itself, and forward
+column and a scalar, reductions with axis and keepdims, views, views of views of results,
+matrix products, ``kd.where``, temporaries written by slice and augmented assignment,
+elements of results and of their views read in a loop) against float64 central differences of the compiled kernel itself, and forward
 mode against reverse mode.
 
 ``HYPOTHESIS_PROFILE=explore KDSL_FUZZ_EXAMPLES=300`` draws that many new programs."""
@@ -19,12 +19,13 @@ from kdsl_cpu_util import kernel_from_source
 import kdsl as kd
 
 # every expression is a (3, 4) array; a is (3, 4), b a row (4,), c a column (3, 1),
-# m (4, 4), w a scalar; the gradient is taken with respect to all but c
+# m (4, 4), w a scalar; the gradient is taken with respect to all of them
 LEAVES = ["a", "a", "b * a", "(c - a)", "a[::-1, :]", "a[:, ::-1] * w", "(a.T).T",
           "(b[None, :] + c)", "(w + 0.0 * a)"]
 UNARY = ["kd.tanh({x})", "kd.sin({x})", "({x}) / (1.0 + ({x}) * ({x}))",
          "kd.sqrt(({x}) * ({x}) + 0.5)", "kd.exp(-({x}) * ({x}))", "kd.abs({x})",
-         "kd.max({x}, 0.2)", "({x}) ** 2", "kd.log(1.5 + kd.cos({x}))", "-({x})"]
+         "kd.max({x}, 0.2)", "({x}) ** 2", "kd.log(1.5 + kd.cos({x}))", "-({x})",
+         "(({x}).T[::-1, :]).T"]
 BINARY = ["({l} + {r})", "({l} - {r})", "({l} * {r})", "({l} / (1.5 + kd.sin({r})))",
           "kd.where({l} > {r}, {l}, 0.5 * {r})", "kd.min({l}, {r})", "kd.hypot({l}, {r})"]
 REDUCED = ["kd.sum({x}, axis=0, keepdims=True) * {y}", "kd.mean({x}, axis=1, keepdims=True) + {y}",
@@ -52,7 +53,8 @@ def statements(draw: Any) -> list[str]:
     names: list[str] = []
     for k in range(draw(st.integers(1, 3))):
         name = f"t{k}"
-        kind = draw(st.sampled_from(["assign", "temporary", "augmented", "elements"]))
+        kind = draw(st.sampled_from(["assign", "temporary", "augmented", "elements",
+                                     "view elements"]))
         value = draw(expressions(names, 2))
         if kind == "assign":
             lines.append(f"    {name} = {value}")
@@ -65,6 +67,13 @@ def statements(draw: Any) -> list[str]:
                       f"    {name}[...] = {draw(expressions(names, 1))}",
                       f"    {name} += {value}",
                       f"    {name} *= 0.5"]
+        elif kind == "view elements":
+            lines += [f"    {name} = {value}",
+                      f"    u = {name}.T[::-1, :]",
+                      "    s = 0.0",
+                      "    for i in range(3):",
+                      "        s += u[(i + 1) % 4, i] * u[0, i]",
+                      f"    {name} = {name} + s"]
         else:
             lines += [f"    {name} = {value}",
                       "    s = 0.0",
@@ -119,7 +128,7 @@ def test_random_tensor_programs_against_central_differences(src: str, seed: int)
             float(rng.uniform(0.2, 1.2))]
     value = kernel(*args)
     assert np.isclose(value, kernel.python(*args), rtol=1e-9, atol=1e-12), src
-    varied = (0, 1, 3, 4)  # not the column c, whose size-1 axis is known only at run time
+    varied = (0, 1, 2, 3, 4)  # the column c's size-1 axis is known only at run time
     analytic = kd.grad(kernel, varied)(*args)
     numeric = central_differences(kernel, [args[k] for k in varied], args, varied)
     for position, (computed, expected) in zip(varied, zip(analytic, numeric)):
