@@ -97,6 +97,10 @@ def test_reads_and_writes(rng, n, dtype):
         assert argument_layout(target)[3]
         check(scale_rows, values, target, rtol=1e-6, atol=1e-5)
         np.testing.assert_allclose(target, want, rtol=1e-6, atol=1e-5)
+        for _ in range(2):  # again, through the compiled call path
+            target[...] = 0
+            scale_rows(values, target)
+            np.testing.assert_allclose(target, want, rtol=1e-6, atol=1e-5)
     assert (target.base[:, 0] == 1e6).all() and (target.base[:3] == 1e6).all()
 
 

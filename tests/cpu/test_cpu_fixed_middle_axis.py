@@ -175,3 +175,20 @@ def test_wide_matrices_are_not_gathered(rng):
             text = kernel.llvm_ir(*args, optimized=True)
             if dtype == np.float64:
                 assert "masked.gather" not in text and "masked.scatter" not in text
+
+
+@kd.kernel
+def _frobenius_energy(f) -> kd.f64:
+    total = 0.0
+    for p in kd.prange(f.shape[0]):
+        for r in range(3):
+            for k in range(3):
+                total += f[p, r, k] * f[p, r, k] * (r + 2 * k + 1)
+    return total
+
+
+def test_gradient_of_small_matrices(rng):
+    f = nonzero_floats(rng, (11, 3, 3), np.float64)
+    weights = np.arange(3)[:, None] + 2 * np.arange(3)[None, :] + 1
+    np.testing.assert_allclose(kd.grad(_frobenius_energy)(f), 2 * f * weights, rtol=1e-12)
+    assert "?x3x3" in _frobenius_energy.ir(f)
