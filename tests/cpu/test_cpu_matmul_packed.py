@@ -263,11 +263,13 @@ def test_blocking_is_whole_register_tiles():
     """Packed blocks hold whole register tiles (a block of columns that is not a
     multiple of the tile's width overflowed the packing buffer of b)."""
     from kdsl.codegen.gemm import blocking
+    from kdsl.codegen.gemm_small import small_b_bytes
 
     for avx512 in (True, False):
         for itemsize in (4, 8):
             blk = blocking(itemsize, avx512)
             assert blk.nr % blk.lanes == 0 and blk.mc % blk.mr == 0 and blk.nc % blk.nr == 0
+    assert 64 * 1024 <= small_b_bytes() <= 1024 * 1024  # half the L2 cache, or 256 KiB
 
 
 def test_the_routines_for_hosts_without_avx512_verify():
