@@ -54,3 +54,25 @@ def test_gradient_of_whole_array_steps_through_views_on_the_device(emulated_devi
     assert d_u.device == "cuda"
     np.testing.assert_allclose(d_u.numpy(), expected[0], rtol=1e-10)
     assert np.isclose(d_k, expected[1], rtol=1e-10)
+
+
+@kd.kernel
+def biased_layer(x: kd.Array[kd.f64, 2], w: kd.Array[kd.f64, 2], b: kd.Array[kd.f64, 2]) -> kd.f64:
+    h = kd.tanh(x @ w + b)  # b is (1, m): broadcast along an axis of size 1 at run time
+    u = h.T[::-1]  # a view of a view of a result, whose elements a loop reads
+    s = 0.0
+    for i in range(u.shape[0]):
+        s += u[i, 0] * u[i, 1]
+    return kd.mean(h ** 2) + s
+
+
+def test_size_one_axes_and_views_of_results_on_the_device(emulated_device) -> None:
+    rng = np.random.default_rng(5)
+    x, w, b = rng.random((5, 3)), rng.random((3, 2)), rng.random((1, 2))
+    expected = kd.grad(biased_layer, (1, 2))(x, w, b)
+    assert expected[1].shape == (1, 2)
+    kd.check_grad(biased_layer, x, w, b, argnums=(1, 2))
+    d_w, d_b = kd.grad(biased_layer, (1, 2))(*(kd.array(a, device="cuda") for a in (x, w, b)))
+    assert d_b.device == "cuda"
+    np.testing.assert_allclose(d_w.numpy(), expected[0], rtol=1e-10)
+    np.testing.assert_allclose(d_b.numpy(), expected[1], rtol=1e-10)
