@@ -31,8 +31,9 @@ Build = Callable[[], tuple["bytes | list[bytes]", "bytes | None", dict]]
 
 # several objects in one cache entry (format "objects"): this tag, their count, their sizes
 _OBJECTS_TAG = b"kdsl-objects\0\0\0\0"
-_background_links: dict[str, threading.Thread] = {}
+_background_links: dict[str, threading.Event] = {}  # set once the library is stored
 _background_lock = threading.Lock()
+_exit_hooks: list[bool] = []  # the exit and fork hooks, once installed
 
 
 def load_or_build(key: str, symbols: list[str], build: Build,
@@ -100,12 +101,7 @@ def _load_and_link_in_background(key: str, code: bytes | list[bytes], symbols: l
         stored = cache.store(key, packed, packed_meta)
     if stored is not None:  # where nothing could be stored, nothing will be linked either
         # the entry's directory now: KDSL_CACHE_DIR may change before the thread stores
-        root = stored.parent.parent
-        thread = threading.Thread(target=_link_and_store, args=(key, objects, meta, root),
-                                  name="kdsl-link")
-        with _background_lock:
-            _background_links[key] = thread
-        thread.start()
+        _start_link(key, objects, meta, stored.parent.parent)
         note("linked in the background")
     return loaded, dict(meta, format="object")
 
@@ -131,7 +127,35 @@ def _resolvable_here(objects: list[bytes]) -> bool:
     return all(hasattr(process, name.decode()) for name in undefined - defined)
 
 
-def _link_and_store(key: str, objects: list[bytes], meta: dict, root: Path) -> None:
+def _start_link(key: str, objects: list[bytes], meta: dict, root: Path) -> None:
+    """Links on a thread the caller does not wait for (``threading.Thread.start`` waits
+    until the new thread runs, milliseconds on a busy machine); the process waits for it
+    at exit, a child forked meanwhile does not."""
+    import _thread
+
+    done = threading.Event()
+    with _background_lock:
+        _background_links[key] = done
+        if not _exit_hooks:
+            import atexit
+            import os
+
+            atexit.register(wait_for_background_links)
+            os.register_at_fork(after_in_child=_forget_links_in_child)
+            _exit_hooks.append(True)
+    _thread.start_new_thread(_link_and_store, (key, objects, meta, root, done))
+
+
+def _forget_links_in_child() -> None:
+    """In a forked child: the parent's links are none of its own (their threads are not
+    in it), and their lock may have been held when it was forked."""
+    global _background_lock
+    _background_lock = threading.Lock()
+    _background_links.clear()
+
+
+def _link_and_store(key: str, objects: list[bytes], meta: dict, root: Path,
+                    done: threading.Event) -> None:
     from kdsl.codegen.cpu import link_shared_library
 
     try:
@@ -140,19 +164,19 @@ def _link_and_store(key: str, objects: list[bytes], meta: dict, root: Path) -> N
             cache.store(key, library, dict(meta, format="shared"), root)
     finally:
         with _background_lock:
-            if _background_links.get(key) is threading.current_thread():
+            if _background_links.get(key) is done:
                 del _background_links[key]
+        done.set()
 
 
 def wait_for_background_links(key: str | None = None) -> None:
     """Waits for the shared libraries being linked on other threads (of ``key``, or all)
     to be in the cache."""
     with _background_lock:
-        threads = list(_background_links.values()) if key is None else \
-            [t for t in [_background_links.get(key)] if t is not None]
-    for thread in threads:
-        if thread is not threading.current_thread():
-            thread.join()
+        pending = list(_background_links.values()) if key is None else \
+            [e for e in [_background_links.get(key)] if e is not None]
+    for done in pending:
+        done.wait()
 
 
 def pack_objects(objects: list[bytes], meta: dict) -> tuple[bytes, dict]:

@@ -135,3 +135,45 @@ def test_the_library_goes_to_the_cache_the_compile_started_with(tmp_path, monkey
     assert not later.exists()
     monkeypatch.setenv("KDSL_CACHE_DIR", str(first))
     assert formats(first) == ["shared"]
+
+
+
+CHILD = '''
+import os
+import threading
+import numpy as np
+import kdsl as kd
+from kdsl.codegen import cpu
+from kdsl.runtime import loading
+
+release = threading.Event()
+real_link = cpu.link_shared_library
+cpu.link_shared_library = lambda code: (release.wait(30), real_link(code))[1]
+
+@kd.kernel
+def twice(x: kd.Array[kd.f64]):
+    for i in kd.prange(x.shape[0]):
+        x[i] = x[i] * 2.0
+
+x = np.arange(5.0)
+twice(x)
+pid = os.fork()  # while the library is being linked
+if pid == 0:  # the parent's link is none of the child's own: no wait
+    waiting = threading.Thread(target=loading.wait_for_background_links, daemon=True)
+    waiting.start()
+    waiting.join(10)
+    os._exit(1 if waiting.is_alive() else 0)
+_, status = os.waitpid(pid, 0)
+release.set()  # the process exits once the library is in the cache
+print("child", os.waitstatus_to_exitcode(status), x.tolist())
+'''
+
+
+def test_the_process_stores_the_library_before_it_exits_and_a_fork_does_not_wait(
+        run_python, tmp_path, monkeypatch):
+    (tmp_path / "fork_kernels.py").write_text(CHILD)
+    result = run_python("import fork_kernels", env={"KDSL_CACHE_DIR": str(tmp_path / "cache")},
+                        path=tmp_path)
+    assert "child 0 [0.0, 2.0, 4.0, 6.0, 8.0]" in result.stdout
+    monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path / "cache"))
+    assert formats(tmp_path / "cache") == ["shared"]
