@@ -104,6 +104,17 @@ def test_reads_and_writes(rng, n, dtype):
     assert (target.base[:, 0] == 1e6).all() and (target.base[:3] == 1e6).all()
 
 
+def test_sliding_windows(rng):
+    """``sliding_window_view`` of a 1-D array: rows overlap, and the first axis steps
+    one element."""
+    signal = nonzero_floats(rng, 40, np.float64)
+    windows = np.lib.stride_tricks.sliding_window_view(signal, 4)
+    assert argument_layout(windows)[3]
+    out = np.zeros(windows.shape)
+    check(scale_rows, windows, out, rtol=1e-12)
+    np.testing.assert_allclose(out, windows * np.arange(1, 5) + windows[:, ::-1], rtol=1e-12)
+
+
 def test_pair_loop_matches_python_and_the_dense_layout(rng):
     dense = nonzero_floats(rng, (53, 3), np.float32)
     pos = np.asfortranarray(dense)
