@@ -101,9 +101,12 @@ def start_loading_llvm() -> None:
     with _lock:
         if "loader" in _state:
             return
-        loader = _state["loader"] = threading.Thread(target=_load_quietly, name="kdsl-llvm",
-                                                     daemon=True)
-    loader.start()
+        _state["loader"] = True
+    import _thread
+
+    # not threading.Thread: its start waits until the new thread runs (milliseconds on a
+    # busy machine), and nothing waits for this one (a compile's llvm() takes its lock)
+    _thread.start_new_thread(_load_quietly, ())
 
 
 def _load_quietly() -> None:
