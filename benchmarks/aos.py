@@ -8,8 +8,9 @@ with a short last axis is specialised on its size, so both forms compile to wide
 whole rows split into components. The last rows pass other layouts to the scalar
 kernel, timed against the vector kernel on the dense array: a padded view (three columns
 of an (N, 4) array, specialised on its row pitch), a column-major array and the transpose
-of a (3, N) array (both specialised on their first axis stepping one element). Every
-result is checked against the vector kernel's before timing.
+of a (3, N) array (both specialised on their first axis stepping one element); and the
+rotation writing into a padded view. Every result is checked against the vector kernel's
+before timing.
 """
 
 from __future__ import annotations
@@ -267,6 +268,13 @@ def main() -> int:
         lambda: rotate_scalar(pr, or_s, c, s), lambda: rotate_vector(pr, or_v, c, s),
         lambda: (rotate_scalar(pr, or_s, c, s), rotate_vector(pr, or_v, c, s),
                  _close(or_s, or_v))[-1], rounds))
+
+    padded_out = np.zeros((stream, 4), np.float32)[:, :3]
+    rows.append(_row(
+        "rotate, writes padded view", f"N=2^{stream.bit_length() - 1} f32",
+        lambda: rotate_scalar(pr, padded_out, c, s), lambda: rotate_vector(pr, or_v, c, s),
+        lambda: (rotate_scalar(pr, padded_out, c, s), rotate_vector(pr, or_v, c, s),
+                 _close(padded_out, or_v))[-1], rounds))
 
     for dtype, vector_kernel in ((np.float32, deform_vector), (np.float64, deform_vector_f64)):
         fm = rng.random((stream, 3, 3)).astype(dtype)
