@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from kdsl import types as T
-from kdsl.errors import CompileError
+from kdsl.errors import CompileError, LiteralOverflowError
 from kdsl.frontend.captures import bound_names, is_array_object
 from kdsl.frontend.scope import TypeConflict, TypeTable, VariableType
 from kdsl.frontend.source import MISSING, FunctionSource
@@ -170,6 +170,8 @@ class LoweringBase:
         if v.type == t:
             return v
         if isinstance(t, T.ScalarType) and isinstance(v.type, T.ScalarType):
+            if node is not None and t.is_integer and v in self.weak:
+                self._check_literal_fits(v, t, node)
             return self.builder.cast(v, t)
         if isinstance(t, (T.VectorType, T.MatrixType)):
             if isinstance(v.type, T.ScalarType):
@@ -179,6 +181,15 @@ class LoweringBase:
         if isinstance(t, T.ArrayType) and isinstance(v.type, T.ArrayType) and t.holds(v.type):
             return self.builder.cast(v, t)  # forgets what t does not say of the layout
         self.error(f"cannot convert a value of type {v.type} to {t}", node)
+
+    def _check_literal_fits(self, v: Value, t: T.ScalarType, node: ast.AST) -> None:
+        """``x[i] = 300`` or ``s = 300`` where ``x`` or ``s`` is uint8: NumPy 2 raises
+        OverflowError for a Python int the integer type cannot hold, rather than wrap it."""
+        literal = self.builder.known_constants.get(v)
+        info = np.iinfo(t.numpy_dtype)
+        if type(literal) is int and not info.min <= literal <= info.max:
+            raise LiteralOverflowError(f"Python integer {literal} out of bounds for "
+                                       f"{t.numpy_dtype} (as in NumPy 2)", self.source.location(node))
 
     def truth(self, v: Value, node: ast.AST) -> Value:
         """Python truthiness of a scalar as a bool."""
