@@ -228,11 +228,37 @@ class StatementLowering(LoopLowering):
             stored = self.coerce(v, base.type.dtype, node)
             self.builder.create("array_store", [base, *indices, stored])
             return
+        if isinstance(base.type, T.MatrixType) and not isinstance(target.slice, ast.Tuple):
+            self.store_matrix_row(target, base.type, v, node)  # m[r] = v, as in NumPy
+            return
         if isinstance(base.type, (T.VectorType, T.MatrixType)):
             k = self.component_index(base.type, target.slice, node)
             self.store_component(target.value, k, v, target)
             return
         self.error(f"a value of type {base.type} cannot be assigned into", node)
+
+    def store_matrix_row(self, target: ast.Subscript, t: T.MatrixType, value: Any,
+                         node: ast.AST) -> None:
+        """``m[r] = v``: row ``r`` (a constant or a run-time index, negative from the end)
+        from a vector of as many components, or from one scalar for every component."""
+        v = self.value_of(value, node)
+        if isinstance(v.type, T.VectorType) and v.type.count == t.cols:
+            parts = [self.op("extract", v, index=c) for c in range(t.cols)]
+        elif isinstance(v.type, T.ScalarType):
+            parts = [v] * t.cols
+        else:
+            self.error(f"a row of {t} takes a vector of {t.cols} components or a scalar, "
+                       f"got {v.type}", node)
+        index = self.expr(target.slice)
+        row = self._matrix_axis_index(index, self._static_int(index), t.rows, node, 0)  # type: ignore[attr-defined]
+        known = self.builder.known_constants.get(row)
+        for c, part in enumerate(parts):
+            if isinstance(known, int):
+                k: Any = known * t.cols + c
+            else:
+                k = self.op("add", self.op("mul", row, self.constant(t.cols, T.i64)),
+                            self.constant(c, T.i64))
+            self.store_component(target.value, k, part, target)
 
     def store_swizzle(self, target: ast.Attribute, value: Any) -> bool:
         """``v.xy = w``, ``c.rgb = e``, ``c.r = s``: each named component from the vector
