@@ -94,7 +94,9 @@ def _global_reads(tree: ast.FunctionDef) -> list[tuple[str, ...]]:
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                locals_.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+                # only the names bound: a[N] = ... and h[kd.randint(0, n)] += 1 read N, kd
+                locals_.update(n.id for n in ast.walk(t)
+                               if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
     reads: list[tuple[str, ...]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in locals_:
