@@ -1,9 +1,12 @@
 """API.md section 8 at the edges JAX and PyTorch users meet: derivatives at points where
-a naive rule gives NaN (a power whose exponent is 0 at a base of 0)."""
+a naive rule gives NaN (a power whose exponent is 0 at a base of 0), views of whole-array
+results read in loops, kd.full, kd.check_grad of kd.array arguments, and errors naming the
+line of the construct that cannot be differentiated."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import kdsl as kd
 
@@ -136,3 +139,22 @@ def test_check_grad_of_arrays_made_by_kd_array(rng) -> None:
     np.testing.assert_allclose(d_x.numpy(), 2.0 * np.cos(x), rtol=1e-12)
     assert np.isclose(d_s, np.sin(x).sum(), rtol=1e-12)
     assert kd.check_grad(scaled_sines, kd.array(x), 2.0, argnums=(0, 1)) < 1.0
+
+
+@kd.kernel
+def product_of_elements(x: kd.Array[kd.f64]) -> kd.f64:
+    p = 1.0
+    for i in kd.prange(x.shape[0]):
+        p *= x[i]
+    return p
+
+
+def test_a_product_reduction_is_an_error_at_the_update() -> None:
+    # was located at the loop's line rather than at the product's
+    line = product_of_elements.py_function.__code__.co_firstlineno + 4
+    for derivative in (lambda: kd.grad(product_of_elements)(np.ones(3)),
+                       lambda: kd.jvp(product_of_elements, (np.ones(3),), (np.ones(3),))):
+        with pytest.raises(kd.CompileError, match="'mul' reduction") as caught:
+            derivative()
+        assert caught.value.lineno == line
+        assert "p *= x[i]" in str(caught.value)

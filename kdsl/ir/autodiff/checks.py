@@ -9,7 +9,8 @@ from kdsl.ir.autodiff.bits import check_bits_round_trips
 from kdsl.ir.autodiff.emitter import located_error
 from kdsl.ir.autodiff.memory import array_bases
 from kdsl.ir.autodiff.tensor_activity import REVERSED_HERE, check_tensor_ops
-from kdsl.ir.core import Block, Value
+from kdsl.ir.core import Block, Operation, Value
+from kdsl.ir.location import SourceLocation
 from kdsl.ir.ops import lookup
 
 
@@ -48,7 +49,8 @@ def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Val
             for kind, r in zip(op.attrs["reductions"], op.results):
                 if r in varied and kind not in ("add", "min", "max"):
                     raise located_error(
-                        f"a '{kind}' reduction cannot be differentiated yet", op.location)
+                        f"a '{kind}' reduction cannot be differentiated yet",
+                        reduction_location(op, op.results.index(r)))
         if not op.regions and op.name not in ("array_load", "array_store", "atomic_rmw",
                                               "yield", "condition", "return", "call",
                                               *REVERSED_HERE):
@@ -59,6 +61,17 @@ def check_differentiable(body: Block, varied: set[Value], varied_arrays: set[Val
         for r in op.results:
             if r in varied and not is_float(r.type):
                 raise located_error("this value cannot be differentiated", op.location)
+
+
+def reduction_location(op: Operation, k: int) -> SourceLocation:
+    """Where the ``k``-th reduction of parallel loop ``op`` is updated (``p *= x[i]``): the
+    op making the value its body yields, else the loop's line."""
+    body = op.regions[0]
+    yielded = body.ops[-1].operands[k] if body.ops and body.ops[-1].name == "yield" else None
+    for inner in body.ops:
+        if yielded is not None and yielded in inner.results:
+            return inner.location
+    return op.location
 
 
 def check_no_early_exits(body: Block) -> None:

@@ -18,7 +18,7 @@ from kdsl import types as T
 from kdsl.ir.autodiff import tangent_rules  # noqa: F401  (attaches the rules to the registry)
 from kdsl.ir.autodiff.activity import is_float, varied_values
 from kdsl.ir.autodiff.bits import check_bits_round_trips
-from kdsl.ir.autodiff.checks import check_no_early_exits
+from kdsl.ir.autodiff.checks import check_no_early_exits, reduction_location
 from kdsl.ir.autodiff.emitter import AdjointEmitter, located_error
 from kdsl.ir.autodiff.memory import array_bases, zeros_like_array
 from kdsl.ir.autodiff.tensor_activity import check_array_results
@@ -293,7 +293,8 @@ class TangentSweep(AdjointEmitter):
         for k in active:
             if kinds[k] not in ("add", "min", "max"):
                 raise located_error(
-                    f"a '{kinds[k]}' reduction cannot be differentiated", op.location)
+                    f"a '{kinds[k]}' reduction cannot be differentiated",
+                    reduction_location(op, k))
         carried = [k for k in active if kinds[k] == "add"]
         tangent_inits = [self.tangent_or_zero(inits[k]) for k in carried]
         region = self._region(body, m, [body.args[ndim + k] for k in carried], carried)

@@ -35,9 +35,11 @@ class ReductionTapes(EmitterBase):
                   if kind in ("min", "max") and op.results[k] in self.varied]
         for k, kind in enumerate(kinds):
             if kind not in ("add", "min", "max") and op.results[k] in self.varied:
+                from kdsl.ir.autodiff.checks import reduction_location  # (imports this module)
+
                 raise located_error(
                     f"a '{kind}' reduction cannot be differentiated yet; accumulate a sum "
-                    "of logarithms instead", op.location)
+                    "of logarithms instead", reduction_location(op, k))
         if not picked:
             return {}
         loop = ParallelForOp(op)
