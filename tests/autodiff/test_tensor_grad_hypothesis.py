@@ -44,7 +44,8 @@ def expressions(draw: Any, names: list[str], depth: int) -> str:
         return draw(st.sampled_from(UNARY)).format(x=x)
     y = draw(expressions(names, depth - 1))
     table = BINARY if form == "binary" else REDUCED
-    return draw(st.sampled_from(table)).format(l=x, r=y, x=x, y=y)
+    # y in parentheses: "p * {y}" of y = "q @ r" is not (p * q) @ r
+    return draw(st.sampled_from(table)).format(l=x, r=y, x=x, y=f"({y})")
 
 
 @st.composite
