@@ -714,4 +714,5 @@ def _stop_gradient(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         return lo.tensor_unary("stop_gradient", v, node)  # type: ignore[attr-defined]
     result = lo.op("stop_gradient", v, node=node)
     return lo.mark_weak(result, True) if lo.is_weak(v) else lo.strong(result)
-from kdsl.frontend import primitive_calls, rounding_calls  # noqa: E402, F401  (kd.cumsum, round)
+# kd.cumsum & co., round, math.radians & co.
+from kdsl.frontend import angle_calls, primitive_calls, rounding_calls  # noqa: E402, F401
