@@ -55,6 +55,9 @@ class EmitterBase:
         self.current: Operation | None = None
         self._result: Value | None = None
         self._mapping: dict[Value, Value] = {}
+        # the op defining each value of the differentiated function (rules that look at
+        # how an operand was made: a division by a splat, the square root of dot(d, d))
+        self.definitions: dict[Value, Operation] = {}
         self.tape_arrays: set[Value] = set()  # storage of saved values (see tape_bytes.py)
         # ops computed on the way back instead of in the forward sweep (see deferral.py)
         self.deferred: Container[Operation] = frozenset()
@@ -73,13 +76,20 @@ class EmitterBase:
     def guarded(self, g: Value, value: Value) -> Value:
         """``value`` where the adjoint ``g`` is not zero, else 0 (no 0 * inf), for ops
         whose adjoint a routing op (a select, min, max) may have zeroed."""
-        if not isinstance(g.type, T.ScalarType):
-            return value
-        if self.routed is not None and not (
-                self.current is not None and any(r in self.routed for r in self.current.results)):
+        if not isinstance(g.type, T.ScalarType) or not self.guards_products():
             return value
         is_zero = self.op("eq", g, self.const(0.0, g.type))
         return self.op("select", is_zero, self.const(0.0, value.type), value)
+
+    def guards_products(self) -> bool:
+        """Whether the adjoint of the current op may have been zeroed by a routing op
+        (then its products are guarded: see ``guarded``)."""
+        return self.routed is None or (
+            self.current is not None and any(r in self.routed for r in self.current.results))
+
+    def mapped(self, v: Value) -> Value:
+        """The value of the differentiated function's ``v`` where the sweep stands."""
+        return self._mapping.get(v, v)
 
     def scaled(self, g: Value, derivative: Value) -> Value:
         return self.guarded(g, self.op("mul", g, derivative))

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import field
 
 from kdsl import types as T
+from kdsl.ir.analysis import definitions
 from kdsl.ir.autodiff import rules  # noqa: F401  (attaches the rules to the registry)
 from kdsl.ir.autodiff.activity import is_float, needed_values, routed_values, varied_values
 from kdsl.ir.autodiff.deferral import Deferral
@@ -84,6 +85,7 @@ def build_reverse(fn: Function, argnums: tuple[int, ...], extra_args: list[Value
     builder = IRBuilder(body)
     sweep = ReverseSweep(builder, varied, varied_arrays, adjoint_arrays, needed_values(fn.body, varied))
     sweep.routed = routed_values(fn.body)
+    sweep.definitions = definitions(fn.body)
     sweep.unit_axes = {fn.args[k]: axes for k, axes in (unit_axes or {}).items()}
     sweep.stateful = stateful
     sweep.bases = array_bases(fn.body)

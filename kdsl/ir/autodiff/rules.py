@@ -177,7 +177,6 @@ _LN2 = 0.6931471805599453
 _LN10 = 2.302585092994046
 _TWO_OVER_SQRT_PI = 1.1283791670955126
 
-_unary("sqrt", lambda e, a, r: e.op("div", e.const(0.5, a.type), r))
 _unary("sin", lambda e, a, r: e.op("cos", a))
 _unary("cos", lambda e, a, r: e.op("neg", e.op("sin", a)))
 _unary("tan", lambda e, a, r: e.op("add", e.const(1.0, a.type), e.op("mul", r, r)))
@@ -200,6 +199,57 @@ _unary("erf", lambda e, a, r: e.op("mul", e.const(_TWO_OVER_SQRT_PI, a.type),
                                    e.op("exp", e.op("neg", e.op("mul", a, a)))))
 _unary("erfc", lambda e, a, r: e.op("mul", e.const(-_TWO_OVER_SQRT_PI, a.type),
                                     e.op("exp", e.op("neg", e.op("mul", a, a)))))
+
+
+@adjoint_rule("sqrt")
+def _sqrt(e: AdjointEmitter, op: Operation, x: Sequence[Value], g: Value) -> Adjoints:
+    (a,) = x
+    r = e.result(op)
+    d = _squared_length_of(e, op)
+    if d is not None:  # sqrt(dot(d, d) + c): d receives 2 d (g / 2r) = (g / r) d at once
+        coefficient = e.guarded(g, e.op("div", g, r))
+        e.accumulate(d, e.op("mul", e.op("splat", coefficient, type=d.type), e.mapped(d)))
+        return [None]
+    return [e.scaled(g, e.op("div", e.const(0.5, a.type), r))]
+
+
+def _squared_length_of(e: AdjointEmitter, op: Operation) -> Value | None:
+    """The vector ``d`` when the operand of ``op`` is ``dot(d, d)``, or ``dot(d, d) + c``
+    with ``c`` not varying, made in the block of ``op``; else None."""
+    if op.name != "sqrt" or not isinstance(op.results[0].type, T.ScalarType):
+        return None
+    v = op.operands[0]
+    made = e.definitions.get(v)
+    if made is not None and made.name == "add" and made.parent is op.parent:
+        first, second = made.operands
+        if second not in e.varied:
+            v = first
+        elif first not in e.varied:
+            v = second
+        else:
+            return None
+        made = e.definitions.get(v)
+    if made is None or made.name != "dot" or made.parent is not op.parent:
+        return None
+    d, other = made.operands
+    return d if d is other and isinstance(d.type, T.VectorType) else None
+
+
+def division_by_splat(e: AdjointEmitter, op: Operation, x: Sequence[Value],
+                      g: Value) -> Adjoints | None:
+    """``q = a / splat(s)`` for a vector ``a``: ``a`` receives ``g / s`` and ``s``
+    (directly: not component by component through the splat) ``-dot(g, q) / s``. None
+    where it does not apply (other operands, products that must be guarded)."""
+    divisor = e.definitions.get(op.operands[1])
+    if (divisor is None or not isinstance(op.operands[0].type, T.VectorType) or divisor.name != "splat" or divisor.parent is not op.parent
+            or not isinstance(g.type, T.VectorType) or e.guards_products()):
+        return None
+    s = e.mapped(divisor.operands[0])
+    count = T.element_count(g.type)
+    ga = e.op("make_vector", *(e.op("div", e.op("extract", g, index=k), s)
+                               for k in range(count)), type=g.type)
+    e.accumulate(divisor.operands[0], e.op("neg", e.op("div", e.op("dot", g, e.result(op)), s)))
+    return [ga, None]
 
 
 @adjoint_rule("atan2")
@@ -307,6 +357,10 @@ def per_component(rule: Rule) -> Rule:
     def lifted(e: AdjointEmitter, op: Operation, x: Sequence[Value], g: Value) -> Adjoints:
         if not is_component_type(g.type):
             return rule(e, op, x, g)
+        if op.name == "div":
+            shared = division_by_splat(e, op, x, g)
+            if shared is not None:
+                return shared
         count = T.element_count(g.type)
         result = e.result(op)
         parts: list[list[Value | None]] = [[] for _ in x]
