@@ -208,6 +208,8 @@ class ExpressionLowering(VectorLowering, TensorLowering):
         if isinstance(node.op, ast.Invert):
             if v.type == T.bool_:
                 return self.op("logical_not", v, node=node)
+            if isinstance(v.type, T.VectorType) and v.type.element.is_integer:
+                return self.binary("bit_xor", v, self.constant(-1), node)  # ~iv, as NumPy
             if not isinstance(v.type, T.ScalarType) or v.type.is_float:
                 self.error(f"operator ~ needs an integer, got {v.type}", node)
             return self.mark_weak(self.op("bit_not", v, node=node), weak)
