@@ -158,3 +158,26 @@ def test_a_product_reduction_is_an_error_at_the_update() -> None:
             derivative()
         assert caught.value.lineno == line
         assert "p *= x[i]" in str(caught.value)
+
+
+@kd.kernel
+def vector_leapfrog(p: kd.Array[kd.vec3d], v: kd.Array[kd.vec3d], dt: kd.f64) -> kd.f64:
+    for _ in range(3):  # whole-array updates of arrays of vectors, as Warp users write them
+        v -= dt * p
+        p += dt * v
+    s = 0.0
+    for i in kd.prange(p.shape[0]):
+        s += kd.dot(p[i], p[i]) + 0.5 * kd.dot(v[i], v[i])
+    return s
+
+
+def test_whole_array_updates_of_arrays_of_vectors(rng) -> None:
+    # was a CompileError: the loops they lower to are differentiated, as the docs say
+    p, v = rng.random((4, 3)), rng.random((4, 3))
+    assert np.isclose(vector_leapfrog(p.copy(), v.copy(), 0.1),
+                      vector_leapfrog.python(p.copy(), v.copy(), 0.1), rtol=1e-12)
+    assert kd.check_grad(vector_leapfrog, p, v, 0.1, argnums=(0, 1, 2)) < 1.0
+    d_p, d_v = kd.grad(vector_leapfrog, (0, 1))(p, v, 0.1)
+    tp, tv = rng.standard_normal(p.shape), rng.standard_normal(v.shape)
+    _, tangent = kd.jvp(vector_leapfrog, (p, v, 0.1), (tp, tv, None))
+    assert np.isclose(tangent, np.sum(d_p * tp) + np.sum(d_v * tv), rtol=1e-10)

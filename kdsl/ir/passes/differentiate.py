@@ -10,7 +10,7 @@ from typing import Any
 from kdsl.errors import CompileError
 from kdsl.ir.autodiff.tensor_activity import is_stop_gradient
 from kdsl.ir.core import Module
-from kdsl.ir.passes import fold_store_views, inline_funcs, lower_tensors
+from kdsl.ir.passes import dead_code, fold_store_views, inline_funcs, lower_tensors
 
 
 def run(module: Module, options: Any = None) -> None:
@@ -36,6 +36,7 @@ def _reverse_mode(module: Module, argnums: tuple[int, ...], options: Any) -> Non
         _differentiate(module, argnums, options)
     except WholeArrayGradientError as whole_array_error:
         lower_tensors.run(module.kernel, options, packed_products=False)
+        dead_code.run(module.kernel)  # the whole-array ops the lowering fused into loops
         if any(op.name == "gemm" for op in module.kernel.body.walk()):
             raise whole_array_error from None
         try:
@@ -64,7 +65,6 @@ def run_forward(module: Module, options: Any = None) -> None:
     if tangent is None:
         return
     from kdsl.ir.autodiff.forward import jacobian_vector_product
-    from kdsl.ir.passes import dead_code
 
     dead_code.run(module.kernel)  # the whole-array ops the lowering fused into loops
     jacobian_vector_product(module, tuple(tangent))
