@@ -7,6 +7,8 @@ gives a meaning Python lacks routed through helpers (kdsl/runtime/python_mode.py
   ``grid_v[i, j].y -= g``, ``v[i][0] = 1``), where Python would assign into a copy;
 - ``int(x)`` and ``np.int32(x)`` (any NumPy integer type) convert as compiled code does:
   a float saturates at the type's range, NaN gives 0 (kdsl/integer_conversion.py);
+- a local vector or matrix is updated as a value: ``w = v; w.x = 5.0`` leaves ``v``
+  as it was (kdsl/runtime/python_values.py);
 - a comparison of a vector or matrix raises the ``CompileError`` compiled code gives
   (kdsl/runtime/python_compare.py), where NumPy would compare elementwise.
 
@@ -25,6 +27,14 @@ from collections.abc import Callable
 from typing import Any
 
 from kdsl.integer_conversion import CONVERSION_NAMES, KDSL_INTEGER_NAMES, integer_literal
+from kdsl.runtime.python_values import HELPERS as VALUE_HELPERS
+from kdsl.runtime.python_values import (
+    ValueSemantics,
+    local_names,
+    set_in_value,
+    update_in_value,
+    update_value,
+)
 
 _IN_PLACE: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.iadd, ast.Sub: operator.isub, ast.Mult: operator.imul,
@@ -235,11 +245,13 @@ def _rewrite(fn: Callable[..., Any]) -> Callable[..., Any]:
     source = read_function(fn)
     tree = copy.deepcopy(source.tree)
     tree.decorator_list = []
-    tree = _RouteSubscripts(integer_loop_variables(tree)).visit(tree)
+    integers = integer_loop_variables(tree)
+    tree = ValueSemantics(local_names(tree), _OPERATOR_NAMES).visit(tree)
+    tree = _RouteSubscripts(integers).visit(tree)
     tree = _CheckComparisons(source.file, source.first_line, tree.name).visit(tree)
     tree = _SmallPowers().visit(tree)
     original_free = fn.__code__.co_freevars
-    helper_names = list(HELPERS) + list(_OPERATOR_NAMES.values())
+    helper_names = list(HELPERS) + list(VALUE_HELPERS) + list(_OPERATOR_NAMES.values())
     # a factory whose parameters become the rewritten function's free variables
     parameters = [ast.arg(n) for n in (*original_free, *helper_names)]
     factory = ast.FunctionDef(
@@ -255,6 +267,7 @@ def _rewrite(fn: Callable[..., Any]) -> Callable[..., Any]:
     exec(compile(module, source.file, "exec"), fn.__globals__, namespace)  # noqa: S102
     code = namespace["_kd_factory"](*([None] * len(parameters))).__code__
     helpers = {name: getattr(python_mode, name) for name in HELPERS}
+    helpers.update(zip(VALUE_HELPERS, (update_value, set_in_value, update_in_value)))
     helpers.update({name: op for op, name in ((_IN_PLACE[t], n) for t, n in _OPERATOR_NAMES.items())})
     cells = []
     for name in code.co_freevars:
