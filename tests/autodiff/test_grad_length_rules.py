@@ -111,3 +111,38 @@ def test_rules_leave_no_halves_and_doubles() -> None:
     x, w = _positions(11, 5), np.zeros((11, 2))
     text = vjp_kernel(directions, (0,)).ir(x, w, 1e-4, np.zeros_like(x), 1.0)
     assert "0.5 " not in text and "2.0 " not in text
+
+
+@kd.kernel
+def inverse_powers(x: kd.Array[kd.vec3d], c: kd.f64) -> kd.f64:
+    """Lennard-Jones-like: the reciprocal of a squared distance, its powers, and a
+    reciprocal of a scalar argument (whose adjoint is -g r r, without a division)."""
+    total = 0.0
+    n = x.shape[0]
+    for i in kd.prange(n):
+        d = x[(i + 2) % n] - x[i]
+        inv = 1.0 / (kd.dot(d, d) + 0.1)
+        total += inv * inv * inv - inv + 1.0 / (c + x[i].z * x[i].z)
+    return total
+
+
+def test_reciprocals_against_finite_differences() -> None:
+    x = np.random.default_rng(12).normal(size=(13, 3))
+    x[4, 2] = x[2, 2]  # a zero component of d
+    gx, gc = kd.grad(inverse_powers, (0, 1))(x, 0.7)
+    expected_x = central_differences(lambda p: inverse_powers.python(p, 0.7), x)
+    expected_c = central_differences(lambda p: inverse_powers.python(x, float(p[0])),
+                                     np.array([0.7]))
+    np.testing.assert_allclose(gx, expected_x, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(gc, expected_c[0], rtol=1e-6)
+
+
+def test_reciprocal_of_whole_arrays() -> None:
+    a = np.random.default_rng(13).uniform(0.5, 2.0, 17)
+
+    def loss(v: kd.Array[kd.f64]) -> kd.f64:
+        return kd.sum(1.0 / v * v[0])
+
+    np.testing.assert_allclose(kd.grad(kd.kernel(loss))(a),
+                               central_differences(lambda p: float(np.sum(1.0 / p * p[0])), a),
+                               rtol=1e-6)

@@ -78,9 +78,22 @@ def _mul(e: AdjointEmitter, op: Operation, x: Sequence[Value], g: Value) -> Adjo
 def _div(e: AdjointEmitter, op: Operation, x: Sequence[Value], g: Value) -> Adjoints:
     a, b = x
     r = e.result(op)
+    if _is_one(e, op.operands[0]):  # r = 1 / b: -g / b^2 = -g r r, no division
+        return [None, e.guarded(g, e.op("neg", e.op("mul", e.op("mul", g, r), r)))]
     ga = e.guarded(g, e.op("div", g, b))
     gb = e.guarded(g, e.op("neg", e.op("div", e.op("mul", g, r), b)))
     return [ga, gb]
+
+
+def _definition(e: AdjointEmitter, v: Value) -> Operation | None:
+    """The op making ``v`` where the emitter knows (not the elementwise emitter of
+    whole-array maps, whose operands are made elsewhere)."""
+    return getattr(e, "definitions", {}).get(v)
+
+
+def _is_one(e: AdjointEmitter, v: Value) -> bool:
+    made = _definition(e, v)
+    return made is not None and made.name == "constant" and made.attrs["value"] == 1.0
 
 
 @adjoint_rule("mod")
@@ -219,7 +232,7 @@ def _squared_length_of(e: AdjointEmitter, op: Operation) -> Value | None:
     if op.name != "sqrt" or not isinstance(op.results[0].type, T.ScalarType):
         return None
     v = op.operands[0]
-    made = e.definitions.get(v)
+    made = _definition(e, v)
     if made is not None and made.name == "add" and made.parent is op.parent:
         first, second = made.operands
         if second not in e.varied:
@@ -228,7 +241,7 @@ def _squared_length_of(e: AdjointEmitter, op: Operation) -> Value | None:
             v = second
         else:
             return None
-        made = e.definitions.get(v)
+        made = _definition(e, v)
     if made is None or made.name != "dot" or made.parent is not op.parent:
         return None
     d, other = made.operands
@@ -240,7 +253,7 @@ def division_by_splat(e: AdjointEmitter, op: Operation, x: Sequence[Value],
     """``q = a / splat(s)`` for a vector ``a``: ``a`` receives ``g / s`` and ``s``
     (directly: not component by component through the splat) ``-dot(g, q) / s``. None
     where it does not apply (other operands, products that must be guarded)."""
-    divisor = e.definitions.get(op.operands[1])
+    divisor = _definition(e, op.operands[1])
     if (divisor is None or not isinstance(op.operands[0].type, T.VectorType) or divisor.name != "splat" or divisor.parent is not op.parent
             or not isinstance(g.type, T.VectorType) or e.guards_products()):
         return None
