@@ -17,7 +17,7 @@ from kdsl import types as T
 from kdsl.frontend import numeric_rules
 from kdsl.frontend.math_calls import math_call
 from kdsl.frontend.tensors import is_array, reduction_arguments
-from kdsl.frontend.values import FormattedText, Static, TupleValue, VectorMethod
+from kdsl.frontend.values import Static, TupleValue, VectorMethod
 from kdsl.integer_conversion import integer_literal
 from kdsl.ir.core import Value
 from kdsl.ir.math_builtins import MATH_FUNCTIONS, math_module_function, numpy_functions
@@ -302,109 +302,6 @@ def _len(lo: FunctionLowering, node: ast.Call, args: list) -> Any:
     if isinstance(v.type, T.VectorType):
         return lo.constant(v.type.size)
     lo.error(f"len() of a value of type {v.type}", node)
-
-
-@builtin(kb.dot, np.dot)
-def _dot(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-    _arity(lo, node, args, 2, "dot")
-    first, second = _values(lo, node, args)
-    if is_array(first) or is_array(second):
-        return lo.tensor_dot(first, second, node)
-    a, b = _same_vectors(lo, node, args, "dot")
-    return lo.op("dot", a, b, node=node)
-
-
-def _same_vectors(lo: FunctionLowering, node: ast.Call, args: list, name: str) -> list[Value]:
-    a, b = _values(lo, node, args)
-    if not isinstance(a.type, T.VectorType) or not isinstance(b.type, T.VectorType):
-        lo.error(f"{name}() needs two vectors, got {a.type} and {b.type}", node)
-    if a.type.size != b.type.size:
-        lo.error(f"{name}() of vectors of different sizes: {a.type} and {b.type}", node)
-    scalar, _ = T.promote_shaped(a.type.element, False, b.type.element, False)
-    t = T.vector_type(scalar, a.type.size)
-    return [lo.coerce(a, t, node), lo.coerce(b, t, node)]
-
-
-@builtin(kb.cross, np.cross)
-def _cross(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-    _arity(lo, node, args, 2, "cross")
-    a, b = _same_vectors(lo, node, args, "cross")
-    return lo.op("cross", a, b, node=node)
-
-
-@builtin(kb.length)
-def _length(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-    _arity(lo, node, args, 1, "length")
-    (v,) = _values(lo, node, args)
-    if not isinstance(v.type, T.VectorType):
-        lo.error(f"length() needs a vector, got {v.type}", node)
-    return lo.op("sqrt", lo.op("dot", v, v), node=node)
-
-
-@builtin(kb.normalize)
-def _normalize(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-    _arity(lo, node, args, 1, "normalize")
-    (v,) = _values(lo, node, args)
-    if not isinstance(v.type, T.VectorType):
-        lo.error(f"normalize() needs a vector, got {v.type}", node)
-    norm = lo.op("sqrt", lo.op("dot", v, v))
-    return lo.op("div", v, lo.coerce(norm, v.type, node), node=node)
-
-
-@builtin(kb.outer, np.outer)
-def _outer(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-    _arity(lo, node, args, 2, "outer")
-    a, b = _values(lo, node, args)
-    return lo.op("outer", a, b, node=node)
-
-
-@builtin(kb.transpose, np.transpose)
-def _transpose(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-    _arity(lo, node, args, 1, "transpose")
-    (m,) = _values(lo, node, args)
-    return lo.op("transpose", m, node=node)
-
-
-def _print_separator(lo: FunctionLowering, node: ast.Call) -> str:
-    """The text ``print(..., sep=...)`` puts between arguments: a string constant (None
-    gives Python's space). Other keywords (``end=``, ``file=``, ``flush=``) are refused."""
-    separator = " "
-    for keyword in node.keywords:
-        if keyword.arg != "sep":
-            name = f"{keyword.arg}=" if keyword.arg else "**"
-            lo.error(f"print({name}...) is not supported in kernels (only sep=; each print "
-                     "ends its line)", keyword.value)
-        value = lo.expr(keyword.value)
-        if isinstance(value, Static) and (value.obj is None or isinstance(value.obj, str)):
-            separator = " " if value.obj is None else value.obj
-        else:
-            lo.error("print(sep=...) takes a string constant in kernels", keyword.value)
-    return separator
-
-
-@builtin(py.print)
-def _print(lo: FunctionLowering, node: ast.Call, args: list) -> None:
-    between = _print_separator(lo, node)
-    parts: list[str | None] = []
-    separators: list[str] = []  # the text before each part: a space between arguments
-    operands: list[Value] = []
-    for k, (a, arg_node) in enumerate(zip(args, node.args)):
-        pieces = a.pieces if isinstance(a, FormattedText) else (a,)  # f"{i}: {x}"
-        for j, piece in enumerate(pieces):
-            separators.append(between if k and not j else "")
-            if isinstance(piece, str) or (isinstance(piece, Static) and isinstance(piece.obj, str)):
-                parts.append(piece if isinstance(piece, str) else piece.obj)
-                continue
-            v = lo.value_of(piece, arg_node)
-            if isinstance(v.type, T.ArrayType):
-                lo.error("print() of a whole array is not supported in kernels", arg_node)
-            parts.append(None)
-            operands.append(v)
-    attrs: dict[str, Any] = {"parts": tuple(parts)}
-    if separators != [" " if k else "" for k in range(len(separators))]:
-        attrs["separators"] = tuple(separators)
-    lo.builder.create("print", operands, attrs)
-    return None
 
 
 def _atomic(kind: str) -> Handler:
@@ -714,5 +611,11 @@ def _stop_gradient(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         return lo.tensor_unary("stop_gradient", v, node)  # type: ignore[attr-defined]
     result = lo.op("stop_gradient", v, node=node)
     return lo.mark_weak(result, True) if lo.is_weak(v) else lo.strong(result)
-# kd.cumsum & co., round, math.radians & co.
-from kdsl.frontend import angle_calls, primitive_calls, rounding_calls  # noqa: E402, F401
+# kd.cumsum & co., round, math.radians & co., kd.dot & co., print
+from kdsl.frontend import (  # noqa: E402, F401
+    angle_calls,
+    primitive_calls,
+    print_calls,
+    rounding_calls,
+    vector_calls,
+)
