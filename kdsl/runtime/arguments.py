@@ -13,6 +13,7 @@ from kdsl.frontend.scope import VariableType
 from kdsl.records import dataclass
 
 _SHORT = T.FIXED_LAST_AXIS_SIZES
+MAX_FIXED_MATRIX_BYTES = T.MAX_FIXED_MATRIX_BYTES
 
 
 def fixed_last_axis(shape: tuple[int, ...], c_contiguous: bool) -> int | None:
@@ -23,11 +24,13 @@ def fixed_last_axis(shape: tuple[int, ...], c_contiguous: bool) -> int | None:
     return None
 
 
-def fixed_middle_axis(shape: tuple[int, ...], c_contiguous: bool) -> int | None:
+def fixed_middle_axis(shape: tuple[int, ...], c_contiguous: bool, itemsize: int) -> int | None:
     """The size of the axis before a fixed last axis where a specialisation fixes it too
-    (see ``ArrayType.middle_axis_size``), else None."""
-    if (c_contiguous and len(shape) >= 3 and shape[-1] in T.FIXED_LAST_AXIS_SIZES
-            and shape[-2] in T.FIXED_LAST_AXIS_SIZES):
+    (see ``ArrayType.middle_axis_size``): 2 to 8 elements, and a matrix of at most
+    ``MAX_FIXED_MATRIX_BYTES`` (wider ones are streamed faster with a runtime stride).
+    Else None. The compiled call path (fast_call.py) classifies arrays the same way."""
+    if (c_contiguous and len(shape) >= 3 and shape[-1] in _SHORT and shape[-2] in _SHORT
+            and shape[-1] * shape[-2] * itemsize <= MAX_FIXED_MATRIX_BYTES):
         return shape[-2]
     return None
 
@@ -59,7 +62,7 @@ def argument_layout(a: np.ndarray) -> tuple[bool, int | None, int | None, bool, 
     first stride and middle-axis size a specialisation may fix (``ArrayType.specialised``'s
     arguments)."""
     if a.flags.c_contiguous:
-        return True, fixed_last_axis(a.shape, True), None, False, fixed_middle_axis(a.shape, True)
+        return True, fixed_last_axis(a.shape, True), None, False, fixed_middle_axis(a.shape, True, a.itemsize)
     rows = padded_rows(a.shape, a.strides, a.itemsize)
     if rows is None:
         return False, None, None, unit_first_stride(a.strides, a.itemsize), None
@@ -75,7 +78,8 @@ def argument_key(a: Any) -> Any:
             shape = a.shape
             if len(shape) < 2 or shape[-1] not in _SHORT:
                 return (a.dtype, a.ndim, True, None, None)
-            middle = shape[-2] if len(shape) >= 3 and shape[-2] in _SHORT else None
+            middle = shape[-2] if (len(shape) >= 3 and shape[-2] in _SHORT and shape[-1] * shape[-2]
+                                   * a.itemsize <= MAX_FIXED_MATRIX_BYTES) else None
             return (a.dtype, a.ndim, True, shape[-1], middle)
         rows = padded_rows(a.shape, a.strides, a.itemsize)
         return (a.dtype, a.ndim, False, rows,
@@ -92,7 +96,7 @@ def argument_key(a: Any) -> Any:
         contiguous = a.flags_c_contiguous
         shape = tuple(a.shape)
         return ("cuda", a.dtype, a.ndim, contiguous, fixed_last_axis(shape, contiguous),
-                fixed_middle_axis(shape, contiguous))
+                fixed_middle_axis(shape, contiguous, a.dtype.itemsize))
     unwrap = getattr(a, "__kdsl_array__", None)
     if unwrap is not None:
         return argument_key(unwrap())

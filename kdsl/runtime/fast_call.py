@@ -231,9 +231,12 @@ class _Emitter(MadeArrayResults):
         middle_index = b.select(b.icmp_signed(">=", nd, self.const(3)), b.sub(nd, self.const(2)),
                                 self.const(0))
         middle = b.load(b.gep(dims, [middle_index]))
+        matrix_bytes = b.mul(b.mul(middle, last), itemsize)
         middle_fixed = b.and_(b.and_(short, b.icmp_signed(">=", nd, self.const(3))),
                               b.and_(b.icmp_signed(">=", middle, self.const(sizes.start)),
                                      b.icmp_signed("<", middle, self.const(sizes.stop))))
+        middle_fixed = b.and_(middle_fixed, b.icmp_signed("<=", matrix_bytes,
+                                                          self.const(T.MAX_FIXED_MATRIX_BYTES)))
         applies = b.and_(expected, self.const(_MIDDLE_AXIS_APPLIES))
         middle_part = b.select(b.and_(middle_fixed, b.icmp_unsigned("!=", applies, self.const(0))),
                                b.shl(middle, self.const(40)), self.const(0))
