@@ -385,18 +385,25 @@ def run_quietly(command: list[str]) -> int:
     return os.waitstatus_to_exitcode(status)
 
 
-def calls_outside(objects: list[bytes]) -> bool:
-    """Whether object code refers to symbols none of the objects defines (calls into libm
-    or libc); True where an object cannot be read, where nothing is assumed."""
+def external_symbols(objects: list[bytes]) -> set[bytes] | None:
+    """The symbols the objects refer to that none of them defines (calls into libm or
+    libc); None where an object cannot be read."""
     defined: set[bytes] = set()
     undefined: set[bytes] = set()
     for data in objects:
         symbols = elf_symbols(data)
         if symbols is None:
-            return True
+            return None
         defined |= symbols[0]
         undefined |= symbols[1]
-    return bool(undefined - defined)
+    return undefined - defined
+
+
+def calls_outside(objects: list[bytes]) -> bool:
+    """Whether object code refers to symbols none of the objects defines (calls into libm
+    or libc); True where an object cannot be read, where nothing is assumed."""
+    external = external_symbols(objects)
+    return external is None or bool(external)
 
 
 def has_undefined_symbols(code: bytes) -> bool:

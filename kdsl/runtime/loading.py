@@ -111,20 +111,15 @@ def _resolvable_here(objects: list[bytes]) -> bool:
     loaded already (libm's, for one): what a JIT engine resolves them to."""
     import ctypes
 
-    from kdsl.codegen.cpu import elf_symbols
+    from kdsl.codegen.cpu import external_symbols
 
-    defined: set[bytes] = set()
-    undefined: set[bytes] = set()
-    for data in objects:
-        symbols = elf_symbols(data)
-        if symbols is None:
-            return False
-        defined |= symbols[0]
-        undefined |= symbols[1]
-    if not undefined - defined:
+    external = external_symbols(objects)
+    if external is None:
+        return False
+    if not external:
         return True
     process = ctypes.CDLL(None)
-    return all(hasattr(process, name.decode()) for name in undefined - defined)
+    return all(hasattr(process, name.decode()) for name in external)
 
 
 def _start_link(key: str, objects: list[bytes], meta: dict, root: Path) -> None:
