@@ -60,6 +60,9 @@ _UNIT_FIRST_STRIDE = 1 << 32  # the layout word's flag for ArrayType.unit_first_
 # the layout word's flag for parameters whose type may fix the middle axis's size (kept
 # in bits 40 to 47: ArrayType.middle_axis_size)
 _MIDDLE_AXIS_APPLIES = 1 << 48
+# the layout word's flag for arrays of vectors: the last axis holds the vector's
+# components whatever the layout, and is checked in every one
+_ELEMENT_AXIS = 1 << 49
 # NumPy's array flags (numpy/ndarraytypes.h)
 C_CONTIGUOUS = 0x1
 WRITEABLE = 0x400
@@ -197,7 +200,8 @@ class _Emitter(MadeArrayResults):
         """Whether the layout the specialisation fixes (the table's ``word``: see
         ``_layout_word``) is the one ``argument_layout`` gives the array: the size of a
         short last axis of a C-contiguous array, that and the row pitch of padded rows,
-        or the unit first stride of other arrays."""
+        or the unit first stride of other arrays (and, for an array of vectors, the size
+        of its last axis in any layout)."""
         b, i64 = self.b, self.i64
         _, _, dims_offset, strides_offset = ndarray_offsets()
         dims = self.field(arg, dims_offset, i64.as_pointer())
@@ -227,6 +231,9 @@ class _Emitter(MadeArrayResults):
         column = b.and_(b.icmp_signed(">=", nd, self.const(2)),
                         b.icmp_signed("==", first, itemsize))
         other = b.select(column, self.const(_UNIT_FIRST_STRIDE), self.const(0))
+        element = b.and_(expected, self.const(_ELEMENT_AXIS))
+        has_element = b.icmp_unsigned("!=", element, self.const(0))
+        other = b.or_(other, b.select(has_element, last, self.const(0)))
         # the axis before a short last one, where the word says the type can fix it
         middle_index = b.select(b.icmp_signed(">=", nd, self.const(3)), b.sub(nd, self.const(2)),
                                 self.const(0))
@@ -242,7 +249,7 @@ class _Emitter(MadeArrayResults):
                                b.shl(middle, self.const(40)), self.const(0))
         dense = b.or_(b.select(short, last, self.const(0)), middle_part)
         fixed = b.select(contiguous, dense, b.select(padded, rows, other))
-        fixed = b.or_(b.or_(fixed, applies), b.shl(itemsize, self.const(16)))
+        fixed = b.or_(b.or_(fixed, b.or_(applies, element)), b.shl(itemsize, self.const(16)))
         return b.icmp_unsigned("==", fixed, expected)
 
     def checked_scalar(self, arg: Any, base: int, k: int, kind: str) -> Any:
@@ -381,12 +388,12 @@ def argument_kinds(compiled: CompiledKernel, key: Any) -> str | None:
 def _checked_last_axis(p: Any) -> int | None:
     """The size the compiled path checks an array parameter's last axis against (0: no
     check), or None where it cannot check the element axes: a vector element type is a
-    last axis of 2 to 8 elements of a C-contiguous array, which ``fixed_last_axis``
-    gives."""
+    last axis of 2 to 8 elements, in any layout (C-contiguous, padded rows, column-major
+    or other strides)."""
     if not p.trailing_shape:
         return p.type.last_axis_size or 0
     size = p.trailing_shape[0]
-    if len(p.trailing_shape) != 1 or not p.type.contiguous or size not in T.FIXED_LAST_AXIS_SIZES:
+    if len(p.trailing_shape) != 1 or size not in T.FIXED_LAST_AXIS_SIZES:
         return None
     return int(size)
 
@@ -395,13 +402,16 @@ def _layout_word(p: Any, dtype: np.dtype) -> int:
     """The table's word for the layout an array parameter fixes: the size of a fixed
     last axis, the row pitch of padded rows shifted left by 8 bits, the element's size
     shifted left by 16 (so that the machine code can find an array's row pitch), and
-    ``_UNIT_FIRST_STRIDE`` for an array whose first axis steps one element."""
+    ``_UNIT_FIRST_STRIDE`` for an array whose first axis steps one element;
+    ``_ELEMENT_AXIS`` for an array of vectors, whose last axis is checked in every layout."""
     pitch = p.type.row_pitch or 0
+    element = _ELEMENT_AXIS if p.trailing_shape else 0
     unit_first = _UNIT_FIRST_STRIDE if p.type.unit_first_stride else 0
     t = p.type
     applies = isinstance(t.dtype, T.ScalarType) and t.ndim >= 3 and bool(t.contiguous)
     middle = (t.middle_axis_size or 0) << 40 | _MIDDLE_AXIS_APPLIES if applies else 0
-    return (_checked_last_axis(p) or 0) | pitch << 8 | dtype.itemsize << 16 | unit_first | middle
+    return ((_checked_last_axis(p) or 0) | pitch << 8 | dtype.itemsize << 16 | unit_first | middle
+            | element)
 
 
 def _single_array_result(compiled: CompiledKernel) -> int:
