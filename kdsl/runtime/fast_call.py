@@ -60,9 +60,12 @@ _UNIT_FIRST_STRIDE = 1 << 32  # the layout word's flag for ArrayType.unit_first_
 # the layout word's flag for parameters whose type may fix the middle axis's size (kept
 # in bits 40 to 47: ArrayType.middle_axis_size)
 _MIDDLE_AXIS_APPLIES = 1 << 48
-# the layout word's flag for arrays of vectors: the last axis holds the vector's
-# components whatever the layout, and is checked in every one
+# the layout word's flag for arrays of vectors and matrices: the last axis holds the
+# vector's components (a matrix's columns) whatever the layout, and is checked in every
+# one; for matrices (the second flag), the axis before it too (its rows, kept in bits 40
+# to 47), and padded rows are not a layout of their own
 _ELEMENT_AXIS = 1 << 49
+_MATRIX_ELEMENT = 1 << 50
 # NumPy's array flags (numpy/ndarraytypes.h)
 C_CONTIGUOUS = 0x1
 WRITEABLE = 0x400
@@ -200,8 +203,8 @@ class _Emitter(MadeArrayResults):
         """Whether the layout the specialisation fixes (the table's ``word``: see
         ``_layout_word``) is the one ``argument_layout`` gives the array: the size of a
         short last axis of a C-contiguous array, that and the row pitch of padded rows,
-        or the unit first stride of other arrays (and, for an array of vectors, the size
-        of its last axis in any layout)."""
+        or the unit first stride of other arrays (and, for an array of vectors or
+        matrices, the sizes of the element's axes in any layout)."""
         b, i64 = self.b, self.i64
         _, _, dims_offset, strides_offset = ndarray_offsets()
         dims = self.field(arg, dims_offset, i64.as_pointer())
@@ -221,23 +224,31 @@ class _Emitter(MadeArrayResults):
                                self.const(0))
         outer = b.load(b.gep(strides, [outer_index]))
         pitch = b.sdiv(outer, itemsize)
+        matrix = b.icmp_unsigned("!=", b.and_(expected, self.const(_MATRIX_ELEMENT)),
+                                 self.const(0))
         padded = b.and_(b.and_(short, b.icmp_unsigned("==", inner, itemsize)),
                         b.and_(b.icmp_signed("==", b.srem(outer, itemsize), self.const(0)),
                                b.and_(b.icmp_signed(">=", pitch, last),
                                       b.icmp_signed("<", pitch, self.const(pitches.stop)))))
+        padded = b.and_(padded, b.not_(matrix))
         rows = b.or_(last, b.shl(pitch, self.const(8)))
         # unit first stride (read only where nd >= 2, as argument_layout does)
         first = b.load(strides)
         column = b.and_(b.icmp_signed(">=", nd, self.const(2)),
                         b.icmp_signed("==", first, itemsize))
         other = b.select(column, self.const(_UNIT_FIRST_STRIDE), self.const(0))
-        element = b.and_(expected, self.const(_ELEMENT_AXIS))
-        has_element = b.icmp_unsigned("!=", element, self.const(0))
-        other = b.or_(other, b.select(has_element, last, self.const(0)))
         # the axis before a short last one, where the word says the type can fix it
         middle_index = b.select(b.icmp_signed(">=", nd, self.const(3)), b.sub(nd, self.const(2)),
                                 self.const(0))
         middle = b.load(b.gep(dims, [middle_index]))
+        # an element's axes, in every layout: a vector's components, a matrix's rows too
+        element = b.and_(expected, self.const(_ELEMENT_AXIS | _MATRIX_ELEMENT))
+        has_element = b.icmp_unsigned("!=", element, self.const(0))
+        rows_of_matrix = b.select(b.icmp_unsigned("<", middle, self.const(256)), middle,
+                                  self.const(255))
+        element_axes = b.or_(b.select(has_element, last, self.const(0)),
+                             b.select(matrix, b.shl(rows_of_matrix, self.const(40)),
+                                      self.const(0)))
         matrix_bytes = b.mul(b.mul(middle, last), itemsize)
         middle_fixed = b.and_(b.and_(short, b.icmp_signed(">=", nd, self.const(3))),
                               b.and_(b.icmp_signed(">=", middle, self.const(sizes.start)),
@@ -249,7 +260,8 @@ class _Emitter(MadeArrayResults):
                                b.shl(middle, self.const(40)), self.const(0))
         dense = b.or_(b.select(short, last, self.const(0)), middle_part)
         fixed = b.select(contiguous, dense, b.select(padded, rows, other))
-        fixed = b.or_(b.or_(fixed, b.or_(applies, element)), b.shl(itemsize, self.const(16)))
+        fixed = b.or_(b.or_(fixed, element_axes), b.or_(applies, element))
+        fixed = b.or_(fixed, b.shl(itemsize, self.const(16)))
         return b.icmp_unsigned("==", fixed, expected)
 
     def checked_scalar(self, arg: Any, base: int, k: int, kind: str) -> Any:
@@ -387,15 +399,15 @@ def argument_kinds(compiled: CompiledKernel, key: Any) -> str | None:
 
 def _checked_last_axis(p: Any) -> int | None:
     """The size the compiled path checks an array parameter's last axis against (0: no
-    check), or None where it cannot check the element axes: a vector element type is a
-    last axis of 2 to 8 elements, in any layout (C-contiguous, padded rows, column-major
-    or other strides)."""
+    check), or None where it cannot check the element axes: a vector's components and a
+    matrix's columns are a last axis of 2 to 8 elements (a matrix's rows, the axis before
+    it, are checked too), in any layout (C-contiguous, padded rows, column-major or
+    other strides)."""
     if not p.trailing_shape:
         return p.type.last_axis_size or 0
-    size = p.trailing_shape[0]
-    if len(p.trailing_shape) != 1 or size not in T.FIXED_LAST_AXIS_SIZES:
+    if len(p.trailing_shape) > 2 or any(n not in T.FIXED_LAST_AXIS_SIZES for n in p.trailing_shape):
         return None
-    return int(size)
+    return int(p.trailing_shape[-1])
 
 
 def _layout_word(p: Any, dtype: np.dtype) -> int:
@@ -403,9 +415,13 @@ def _layout_word(p: Any, dtype: np.dtype) -> int:
     last axis, the row pitch of padded rows shifted left by 8 bits, the element's size
     shifted left by 16 (so that the machine code can find an array's row pitch), and
     ``_UNIT_FIRST_STRIDE`` for an array whose first axis steps one element;
-    ``_ELEMENT_AXIS`` for an array of vectors, whose last axis is checked in every layout."""
+    ``_ELEMENT_AXIS`` for an array of vectors or matrices, whose element axes are checked
+    in every layout (``_MATRIX_ELEMENT`` and the rows shifted left by 40 bits for
+    matrices)."""
     pitch = p.type.row_pitch or 0
     element = _ELEMENT_AXIS if p.trailing_shape else 0
+    if len(p.trailing_shape) == 2:
+        element |= _MATRIX_ELEMENT | p.trailing_shape[0] << 40
     unit_first = _UNIT_FIRST_STRIDE if p.type.unit_first_stride else 0
     t = p.type
     applies = isinstance(t.dtype, T.ScalarType) and t.ndim >= 3 and bool(t.contiguous)

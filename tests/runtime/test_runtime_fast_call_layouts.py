@@ -139,3 +139,112 @@ def test_a_read_only_output_of_another_layout_is_still_refused():
     out.flags.writeable = False
     with pytest.raises(ValueError, match="read-only"):
         pull(p, out, 0.5)
+
+
+def matrices(n: int, dtype: type = np.float32) -> np.ndarray:
+    return np.stack([positions(3, dtype) for _ in range(n)])
+
+
+def padded_matrices(m: np.ndarray) -> np.ndarray:
+    """Rows of three of four elements (an (N, 3, 4) array's first three columns)."""
+    wide = np.full((*m.shape[:2], 4), -7.0, m.dtype)
+    wide[..., :3] = m
+    return wide[..., :3]
+
+
+def every_other_matrix(m: np.ndarray) -> np.ndarray:
+    twice = np.full((2 * m.shape[0], *m.shape[1:]), -7.0, m.dtype)
+    twice[::2] = m
+    return twice[::2]
+
+
+def matrices_last(m: np.ndarray) -> np.ndarray:
+    """A (3, 3, N) array's axes moved: a unit first stride."""
+    return np.ascontiguousarray(m.transpose(1, 2, 0)).transpose(2, 0, 1)
+
+
+MATRIX_LAYOUTS = [np.ascontiguousarray, column_major, padded_matrices, every_other_matrix,
+                  matrices_last]
+
+
+@kd.kernel
+def deform(f: kd.Array[kd.mat33], v: kd.Array[kd.vec3], out: kd.Array[kd.vec3],
+           g: kd.Array[kd.mat33], dt: kd.f32):
+    for p in range(f.shape[0]):
+        m = f[p]
+        out[p] = m @ v[p]
+        g[p] = m + dt * (m @ m)
+
+
+def expected_deform(f: np.ndarray, v: np.ndarray, dt: np.float32) -> tuple[np.ndarray, ...]:
+    out, g = np.zeros(v.shape, v.dtype), np.zeros(f.shape, f.dtype)
+    deform.python(np.ascontiguousarray(f), v, out, g, dt)
+    return out, g
+
+
+@pytest.mark.parametrize("layout", MATRIX_LAYOUTS)
+def test_arrays_of_matrices_of_each_layout_take_the_compiled_path(layout):
+    dt = np.float32(0.125)
+    f, v = layout(matrices(6)), positions(6)
+    out, g = np.zeros((6, 3), np.float32), layout(matrices(6))
+    deform(f, v, out, g, dt)
+    deform(f, v, out, g, dt)
+    fast = deform._fast
+    assert fast is not None
+    f, v = layout(matrices(10)), positions(10)
+    out, g = np.zeros((10, 3), np.float32), layout(np.zeros((10, 3, 3), np.float32))
+    assert fast.function(f, v, out, g, dt) is None  # done on the compiled path
+    want_out, want_g = expected_deform(f, v, dt)
+    np.testing.assert_allclose(out, want_out, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(g, want_g, rtol=1e-5, atol=1e-5)
+    wrong_shapes = [np.ones((10, 3, 4), np.float32), np.ones((10, 4, 3), np.float32),
+                    np.ones((10, 2, 3), np.float32), np.ones((10, 259, 3), np.float32)]
+    for wrong in wrong_shapes + [column_major(w) for w in wrong_shapes]:
+        assert fast.function(wrong, v, out, g, dt) is SLOW
+        with pytest.raises(TypeError, match="argument 'f'"):
+            deform(wrong, v, out, g, dt)
+    assert fast.function(f.astype(np.float64), v, out, g, dt) is SLOW
+    g.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        deform(f, v, out, g, dt)
+
+
+@kd.kernel
+def norms(p: kd.Array[kd.vec3d], m: kd.Array[kd.mat33d], out: kd.Array[kd.f64]):
+    for i in range(out.shape[0]):
+        out[i] = kd.dot(p[i], m[i] @ p[i])
+
+
+def sliced_view(rng: np.random.Generator, n: int, element: tuple[int, ...]) -> np.ndarray:
+    """``n`` elements of random values, as a view of a bigger array: axes in some order,
+    every k-th element of some, a slice of others."""
+    steps = [int(rng.integers(1, 3)) for _ in range(1 + len(element))]
+    extra = [int(rng.integers(0, 2)) for _ in element]
+    shape = [n * steps[0]] + [(e + x) * s for e, x, s in zip(element, extra, steps[1:])]
+    order = rng.permutation(len(shape))
+    base = rng.uniform(0.5, 2.0, [shape[k] for k in order])
+    view = base.transpose(np.argsort(order))
+    index = (slice(None, None, steps[0]), *(slice(x * s, None, s) for x, s in zip(extra, steps[1:])))
+    return view[index]
+
+
+def test_the_compiled_path_takes_exactly_the_arrays_of_its_specialisation():
+    rng = np.random.default_rng(7)
+    out = np.zeros(5)
+    pairs = [(sliced_view(rng, 5, (3,)), sliced_view(rng, 5, (3, 3))) for _ in range(24)]
+    taken = 0
+    for p, m in pairs:
+        norms(p, m, out)
+        norms(p, m, out)
+        fast = norms._fast
+        assert fast is not None
+        for q, r in pairs:
+            out[...] = 0.0
+            result = fast.function(q, r, out)
+            if norms.specialisation((q, r, out)) is fast.compiled:
+                assert result is None
+                taken += 1
+                np.testing.assert_allclose(out, np.einsum("ni,nij,nj->n", q, r, q), rtol=1e-12)
+            else:
+                assert result is SLOW
+    assert taken > len(pairs)
