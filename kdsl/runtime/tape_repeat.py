@@ -160,7 +160,8 @@ def reverse_repeated(call: Call, versions: dict[int, Any], adjoints: dict[int, A
     assert repeat is not None
     reverse = repeat.reverse
     if reverse is None:
-        plan = call.plan.reverse_plan(call.kernel, call.argnums, None)
+        plan = call.plan.reverse_plan(call.kernel, call.argnums, None,
+                                      call.plan.unit_axes(call.plain, call.argnums))
         reverse = repeat.reverse = _RepeatedReverse(plan, call)
     args = list(call.plain)
     snapshots, keep = call.snapshots, call.keep
@@ -187,6 +188,9 @@ def reverse_repeated(call: Call, versions: dict[int, Any], adjoints: dict[int, A
             if values[0]:
                 fast.finish(raw, tuple(args))  # raises the kernel's error
             return int(values[-1])
+        if raw is not SLOW:  # it ran (a product that makes arrays returns more than bytes)
+            result = fast.finish(raw, tuple(args))
+            return int(result[-1] if type(result) is tuple else result)
     *_, saved = product(tuple(args))  # checked: SLOW above ran nothing
     fast = product.fast
     if fast is not None and product.unpack is not None and (

@@ -217,3 +217,28 @@ def test_a_global_changed_between_tapes_gives_each_tape_its_gradient() -> None:
             check_tape(program, RNG.random(6))
     finally:
         SCALE = 1.0
+
+
+@kd.kernel
+def whole_array_drift(u: kd.Array[kd.f64, 2], velocity: kd.Array[kd.f64, 2], dt: kd.f64):
+    u += dt * kd.sin(velocity) * u  # its product makes temporary arrays
+
+
+@kd.kernel
+def total_square_2d(u: kd.Array[kd.f64, 2]) -> kd.f64:
+    return kd.sum(u * u)
+
+
+def test_a_whole_array_update_repeated_runs_each_product_once() -> None:
+    """The compiled call path of a product that makes arrays returns more than its status
+    bytes: the way back took that for a call that had not run and ran the product again,
+    adding its adjoints twice from the fourth step on (a silently wrong gradient)."""
+    velocity = RNG.standard_normal((5, 4))
+
+    def program(u: Any) -> Any:
+        for _ in range(8):
+            whole_array_drift(u, velocity, 0.05)
+        return total_square_2d(u)
+
+    tape = check_tape(program, RNG.standard_normal((5, 4)))
+    assert repeated_calls(tape) == 6
