@@ -63,14 +63,17 @@ def _check_differentiable(p: Parameter, kernel_name: str) -> None:
                         "taken with respect to floating-point arguments only")
 
 
+UnitAxes = tuple[tuple[int, tuple[int, ...]], ...]
+"""Axes of size 1 of differentiated array arguments, as (position, axes) pairs."""
+
+
 class GradientKernel(DerivedKernel):
     """The gradient of a kernel, compiled as a kernel: its arguments, then one adjoint
     array per differentiated array argument (added into)."""
 
     label = "kd.grad"  # how errors name this kind of derived kernel
 
-    def __init__(self, kernel: Kernel, argnums: tuple[int, ...],
-                 unit_axes: tuple[tuple[int, tuple[int, ...]], ...] = ()) -> None:
+    def __init__(self, kernel: Kernel, argnums: tuple[int, ...], unit_axes: UnitAxes = ()) -> None:
         super().__init__(kernel.py_function, debug=kernel.options.debug,
                          fastmath=kernel.options.fastmath)
         self.primal = kernel
@@ -111,6 +114,14 @@ def _axes_of_size_one(a: Any, ndim: int) -> tuple[int, ...]:
     """The indexed axes (the first ``ndim``) of array ``a`` whose size is 1."""
     shape = tuple(getattr(a, "shape", None) or np.shape(a))
     return tuple(k for k in range(min(ndim, len(shape))) if shape[k] == 1)
+
+
+def unit_axes_of(params: Sequence[Parameter], args: tuple, argnums: tuple[int, ...]) -> UnitAxes:
+    """The axes of size 1 of the array arguments at ``argnums`` (``params``: the kernel's
+    parameters for ``args``): a gradient compiled for them sums the adjoint of such an
+    axis where it was broadcast against a longer one (as NumPy, JAX and PyTorch do)."""
+    return tuple((k, axes) for k in argnums if _is_array(params[k])
+                 if (axes := _axes_of_size_one(args[k], params[k].type.ndim)))
 
 
 def _zeros_like(a: Any) -> Any:
@@ -156,7 +167,7 @@ class Gradient:
         self.requested = normalized_argnums(kernel, argnums)
         self.argnums = tuple(sorted(set(self.requested)))  # each compiled once
         self.kernel = GradientKernel(kernel, self.argnums)
-        self._by_unit_axes: dict[tuple, GradientKernel] = {(): self.kernel}
+        self._by_unit_axes: dict[UnitAxes, GradientKernel] = {(): self.kernel}
         self.primal = kernel
         self.with_value = with_value
         self.saved_bytes: int | None = None
@@ -171,9 +182,7 @@ class Gradient:
         """The gradient compiled for the axes of size 1 of the differentiated arrays: where
         such an axis was broadcast against a longer one, its adjoint is summed over it (as
         in NumPy, JAX and PyTorch)."""
-        unit_axes = tuple(
-            (k, axes) for k in self.argnums if _is_array(params[k])
-            if (axes := _axes_of_size_one(args[k], params[k].type.ndim)))
+        unit_axes = unit_axes_of(params, args, self.argnums)
         found = self._by_unit_axes.get(unit_axes)
         if found is None:
             found = self._by_unit_axes[unit_axes] = GradientKernel(

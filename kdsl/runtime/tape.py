@@ -297,7 +297,8 @@ class Tape(TapeReverse):
         adjoints = [np.zeros(plain[k].shape, plain[k].dtype) for k in arrays]
         self._busy = True
         try:
-            value, *scalars, _ = plan.gradient(kernel, argnums)((*plain, *adjoints))
+            gradient = plan.gradient(kernel, argnums, plan.unit_axes(plain, argnums))
+            value, *scalars, _ = gradient((*plain, *adjoints))
         except CompileError:  # raised by backward, where the seed is not zero
             return self._run(kernel, plan, plain, False)
         finally:
@@ -340,12 +341,14 @@ class Tape(TapeReverse):
         does not read (CPU calls returning no array), found once per plan and argnums."""
         if not plan.on_cpu or plan.returned_types is not None:
             return frozenset()
-        found = plan.unread.get(argnums)
+        unit_axes = plan.unit_axes(plain, argnums)
+        found = plan.unread.get((argnums, unit_axes))
         if found is None:
             from kdsl.runtime.tape_overwritten import unread_by_product
 
-            found = plan.unread[argnums] = self._analysed(
-                lambda: unread_by_product(kernel, plain, argnums, plan.arrays, plan.arrays))
+            found = plan.unread[(argnums, unit_axes)] = self._analysed(
+                lambda: unread_by_product(kernel, plain, argnums, plan.arrays, plan.arrays,
+                                          unit_axes))
         return found
 
     def _analysed(self, analysis: Callable[[], frozenset[int]]) -> frozenset[int]:

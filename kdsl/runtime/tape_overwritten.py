@@ -34,15 +34,17 @@ def overwritten_arguments(kernel: Any, args: tuple, positions: tuple[int, ...]) 
 
 
 def unread_by_product(kernel: Any, args: tuple, argnums: tuple[int, ...], arrays: tuple[int, ...],
-                      positions: tuple[int, ...]) -> frozenset[int]:
+                      positions: tuple[int, ...],
+                      unit_axes: tuple[tuple[int, tuple[int, ...]], ...] = ()) -> frozenset[int]:
     """The positions among ``positions`` of the array arguments whose values the
     vector-Jacobian product of ``kernel`` with respect to ``argnums`` (nothing returned)
-    does not read, called with ``args`` (``arrays``: the positions of the arrays): used
+    does not read, called with ``args`` (``arrays``: the positions of the arrays; ``unit_axes``:
+    the axes of size 1 of the differentiated ones): used
     only for their dimensions, or overwritten before they are read (its optimised IR)."""
     from kdsl.runtime.compiler import lower_and_optimize
     from kdsl.runtime.vjp_kernel import vjp_kernel
 
-    product = vjp_kernel(kernel, argnums, None)
+    product = vjp_kernel(kernel, argnums, None, unit_axes)
     adjoints = [args[k] for k in argnums if k in arrays]  # stand-ins of their types
     params = product.parameters((*args, *adjoints, 0.0))
     module, _ = lower_and_optimize(product.py_function, params, product.options)

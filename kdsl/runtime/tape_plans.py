@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 import weakref
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kdsl import types as T
 from kdsl.codegen.abi import STATUS_SLOTS
@@ -17,6 +17,9 @@ from kdsl.records import dataclass
 from kdsl.runtime.arguments import argument_key
 from kdsl.runtime.fast_call import SLOW, FastCall, fast_call_for
 from kdsl.runtime.kernel import Kernel
+
+if TYPE_CHECKING:
+    from kdsl.runtime.gradient import UnitAxes
 
 
 def _is_float_parameter(p: Any) -> bool:
@@ -135,10 +138,10 @@ class RecordPlan:
     overwritten: frozenset[int] | None = None
     # by the arguments differentiated: the written arrays whose values before the call
     # its vector-Jacobian product does not read (tape_overwritten.py)
-    unread: dict[tuple[int, ...], frozenset[int]] = field(default_factory=dict)
+    unread: dict[Any, frozenset[int]] = field(default_factory=dict)
     argnums: dict[tuple[int, ...], tuple[int, ...]] = field(default_factory=dict)
     reverse: dict[Any, ReversePlan] = field(default_factory=dict)
-    gradients: dict[tuple[int, ...], CompiledCall] = field(default_factory=dict)
+    gradients: dict[Any, CompiledCall] = field(default_factory=dict)
 
     def current(self) -> bool:
         """Whether the specialisation is still what the kernel's source says."""
@@ -155,28 +158,41 @@ class RecordPlan:
                 set(active) | {k for k in self.written if k in floats}))
         return found
 
+    def unit_axes(self, plain: tuple, argnums: tuple[int, ...]) -> UnitAxes:
+        """The axes of size 1 of the arrays at ``argnums`` in a call with ``plain``."""
+        if not argnums:
+            return ()
+        from kdsl.runtime.gradient import unit_axes_of
+
+        return unit_axes_of(self.compiled.params, plain, argnums)
+
     def reverse_plan(self, kernel: Kernel, argnums: tuple[int, ...],
-                     returned: tuple[T.ArrayType, ...] | None) -> ReversePlan:
-        found = self.reverse.get((argnums, returned))
+                     returned: tuple[T.ArrayType, ...] | None,
+                     unit_axes: UnitAxes = ()) -> ReversePlan:
+        key = (argnums, returned, unit_axes)
+        found = self.reverse.get(key)
         if found is None:
             from kdsl.runtime.vjp_kernel import vjp_kernel
 
             arrays = set(self.arrays)
-            found = self.reverse[(argnums, returned)] = ReversePlan(
-                CompiledCall(vjp_kernel(kernel, argnums, returned)),
+            found = self.reverse[key] = ReversePlan(
+                CompiledCall(vjp_kernel(kernel, argnums, returned, unit_axes)),
                 tuple(k for k in argnums if k in arrays),
                 tuple(k for k in argnums if k not in arrays))
         return found
 
-    def gradient(self, kernel: Kernel, argnums: tuple[int, ...]) -> CompiledCall:
+    def gradient(self, kernel: Kernel, argnums: tuple[int, ...],
+                 unit_axes: UnitAxes = ()) -> CompiledCall:
         """The call of the kernel's gradient with respect to ``argnums`` (its value, the
         gradients of the scalars, the peak bytes; the arrays' gradients are added into
-        arrays passed after the kernel's arguments)."""
-        found = self.gradients.get(argnums)
+        arrays passed after the kernel's arguments), for arrays with the axes of size 1
+        ``unit_axes``."""
+        key = (argnums, unit_axes)
+        found = self.gradients.get(key)
         if found is None:
             from kdsl.runtime.gradient import GradientKernel
 
-            found = self.gradients[argnums] = CompiledCall(GradientKernel(kernel, argnums))
+            found = self.gradients[key] = CompiledCall(GradientKernel(kernel, argnums, unit_axes))
         return found
 
 

@@ -179,7 +179,8 @@ class TapeReverse:
                  scalar_adjoints: dict[int, float], seed: float) -> None:
         """Runs the call's vector-Jacobian product on the arrays as the call found them
         (it overwrites the arrays the call writes: copies where they are read again)."""
-        plan = call.plan.reverse_plan(call.kernel, call.argnums, call.returned_types)
+        plan = call.plan.reverse_plan(call.kernel, call.argnums, call.returned_types,
+                                      call.plan.unit_axes(call.plain, call.argnums))
         args = list(call.plain)
         snapshots, keep, given = call.snapshots, call.keep, call.args
         for k in call.plan.arrays:

@@ -10,7 +10,7 @@ from typing import Any
 
 from kdsl import types as T
 from kdsl.runtime.arguments import Parameter, parameter_for
-from kdsl.runtime.gradient import GradientKernel, _is_array
+from kdsl.runtime.gradient import GradientKernel, UnitAxes, _is_array
 from kdsl.runtime.kernel import Kernel
 
 
@@ -23,20 +23,24 @@ class VjpKernel(GradientKernel):
     With ``returned`` (the types of the arrays the kernel returns: one, or those of a
     tuple), the product passes gradients back through the floating-point ones too: the
     kernel's arguments are followed by an array of each one's shape (written), and the
-    adjoint arrays by the adjoints of the floating-point ones."""
+    adjoint arrays by the adjoints of the floating-point ones. With ``unit_axes`` (the
+    differentiated arrays' axes of size 1, see kdsl/runtime/gradient.py), the adjoint of
+    such an axis broadcast against a longer one is summed over it."""
 
     label = "vjp"
 
     def __init__(self, kernel: Kernel, argnums: tuple[int, ...],
-                 returned: tuple[T.ArrayType, ...] | None = None) -> None:
+                 returned: tuple[T.ArrayType, ...] | None = None,
+                 unit_axes: UnitAxes = ()) -> None:
         count = len(inspect.signature(kernel.py_function).parameters)
         if returned is not None:
             argnums = (*argnums, *(count + j for j, t in enumerate(returned)
                                    if T.element_scalar(t.dtype).is_float))
-        super().__init__(kernel, argnums)
+        super().__init__(kernel, argnums, unit_axes)
         self.returned = returned
         self.own_argnums = tuple(k for k in argnums if k < count)
-        self.options = dataclasses.replace(kernel.options, gradient=argnums, vjp=True)
+        self.options = dataclasses.replace(kernel.options, gradient=argnums, vjp=True,
+                                           unit_axes=unit_axes)
         self.__name__ = f"vjp_{kernel.__name__}"
 
     def __repr__(self) -> str:
@@ -62,12 +66,14 @@ _made: weakref.WeakKeyDictionary[Kernel, dict[Any, VjpKernel]] = weakref.WeakKey
 
 
 def vjp_kernel(kernel: Kernel, argnums: tuple[int, ...],
-               returned: tuple[T.ArrayType, ...] | None = None) -> VjpKernel:
+               returned: tuple[T.ArrayType, ...] | None = None,
+               unit_axes: UnitAxes = ()) -> VjpKernel:
     """The (cached) vector-Jacobian product of ``kernel`` with respect to ``argnums`` (and
-    the arrays it returns, of types ``returned``, when given)."""
+    the arrays it returns, of types ``returned``, when given), for arrays at ``argnums``
+    with the axes of size 1 ``unit_axes``."""
     by_argnums = _made.setdefault(kernel, {})
-    key = (argnums, returned)
+    key = (argnums, returned, unit_axes)
     found = by_argnums.get(key)
     if found is None:
-        found = by_argnums[key] = VjpKernel(kernel, argnums, returned)
+        found = by_argnums[key] = VjpKernel(kernel, argnums, returned, unit_axes)
     return found

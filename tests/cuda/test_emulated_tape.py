@@ -204,3 +204,36 @@ def test_jvp_of_whole_array_expressions_on_the_device_matches_the_cpu(emulated_d
                  (kd.array(t, device="cuda"), None))
     np.testing.assert_allclose(got, expected, rtol=1e-10)
     assert abs(expected[1]) > 1e-6
+
+
+@kd.kernel
+def biased_dense(x: kd.Array[kd.f64, 2], w: kd.Array[kd.f64, 2], b: kd.Array[kd.f64, 2],
+                 out: kd.Array[kd.f64, 2]):
+    out[:] = kd.tanh(x @ w + b)  # b is (1, m): broadcast along an axis of size 1
+
+
+@kd.kernel
+def column_weighted(h: kd.Array[kd.f64, 2], c: kd.Array[kd.f64, 2], loss: kd.Array[kd.f64]):
+    loss[0] = kd.sum(h * c)  # c is (n, 1)
+
+
+def test_tape_with_size_one_axes_on_the_device_matches_the_cpu(emulated_device) -> None:
+    rng = np.random.default_rng(8)
+    x, w0, b0, c0 = (rng.standard_normal(s) for s in ((6, 3), (3, 4), (1, 4), (6, 1)))
+    found = []
+    for device in ("cpu", "cuda"):
+        w, b, c = (kd.array(a, device=device, requires_grad=True) for a in (w0, b0, c0))
+        h = kd.zeros((6, 4), kd.f64, device=device)
+        loss = kd.zeros(1, kd.f64, device=device)
+        with kd.Tape() as tape:
+            biased_dense(kd.array(x, device=device), w, b, h)
+            column_weighted(h, c, loss)
+        tape.backward(loss)
+        assert b.grad.device == device and b.grad.shape == (1, 4) and c.grad.shape == (6, 1)
+        found.append([a.grad.numpy() for a in (w, b, c)])
+    z = np.tanh(x @ w0 + b0)
+    np.testing.assert_allclose(found[0][1], np.sum(c0 * (1 - z * z), axis=0, keepdims=True),
+                               rtol=1e-12)
+    np.testing.assert_allclose(found[0][2], np.sum(z, axis=1, keepdims=True), rtol=1e-12)
+    for a, b in zip(found[1], found[0]):
+        np.testing.assert_allclose(a, b, rtol=1e-10)

@@ -86,11 +86,12 @@ def _return_into_arguments(fn: Function) -> Function:
                     {k: v for k, v in fn.attrs.items() if k != "returns_tuple"})
 
 
-def vector_jacobian_product(module: Module, argnums: tuple[int, ...],
-                            target: str = "cpu") -> None:
+def vector_jacobian_product(module: Module, argnums: tuple[int, ...], target: str = "cpu",
+                            unit_axes: dict[int, tuple[int, ...]] | None = None) -> None:
     """Replaces ``module.kernel`` by its vector-Jacobian product with respect to the
     arguments at ``argnums`` (and its returned array, see the module's doc), for the
-    ``target`` ("cpu" or "cuda") it will be compiled for."""
+    ``target`` ("cpu" or "cuda") it will be compiled for; ``unit_axes``: the axes of size
+    1 of differentiated array arguments, by position (see GradientSpec)."""
     if any(k >= len(module.kernel.args) for k in argnums):
         module.kernel = _return_into_arguments(module.kernel)
     fn = module.kernel
@@ -105,7 +106,8 @@ def vector_jacobian_product(module: Module, argnums: tuple[int, ...],
 
     # the tape passes copies of the arrays the kernel writes: no state to restore
     made = build_reverse(fn, argnums, [seed_arg], result, seed, keep_state=False,
-                         want_value=False, tidy=functools.partial(tidy_vjp, cpu=target == "cpu"))
+                         want_value=False, tidy=functools.partial(tidy_vjp, cpu=target == "cpu"),
+                         unit_axes=unit_axes)
     builder = IRBuilder(made.body)
     builder.location = ret.location
     builder.create("return", [*made.grads, made.saved_bytes])

@@ -52,7 +52,8 @@ def _differentiate(module: Module, argnums: tuple[int, ...], options: Any) -> No
     if getattr(options, "vjp", False):
         from kdsl.ir.autodiff.vjp import vector_jacobian_product
 
-        vector_jacobian_product(module, argnums, getattr(options, "target", "cpu"))
+        vector_jacobian_product(module, argnums, getattr(options, "target", "cpu"),
+                                dict(getattr(options, "unit_axes", ())))
     else:
         from kdsl.ir.autodiff.gradient import GradientSpec, differentiate
 
