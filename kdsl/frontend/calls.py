@@ -296,6 +296,8 @@ def _len(lo: FunctionLowering, node: ast.Call, args: list) -> Any:
     (x,) = args
     if isinstance(x, TupleValue):
         return lo.constant(len(x.items))
+    if isinstance(x, Static) and isinstance(x.obj, (tuple, list, str)):
+        return lo.constant(len(x.obj))  # a global or closure constant: len(OFFSETS)
     v = lo.value_of(x, node)
     if isinstance(v.type, T.ArrayType):
         return lo.array_dim(v, 0)

@@ -51,7 +51,10 @@ class Dependencies:
                 current = getter()
             except Exception:  # noqa: BLE001 - a vanished global is a change
                 return False
-            if current is not value and not (type(current) is type(value) and current == value):
+            if type(value) is _Snapshot:
+                if constant_snapshot(current) != value:
+                    return False
+            elif current is not value and not (type(current) is type(value) and current == value):
                 return False
         return True
 
@@ -63,6 +66,32 @@ class Dependencies:
 
 def _is_constant(obj: Any) -> bool:
     return isinstance(obj, (bool, int, float, np.generic)) and not isinstance(obj, str)
+
+
+class _Snapshot(str):
+    """The value of a constant tuple, list or string as text that names every item's
+    type (``(1,)`` and ``(1.0,)`` compile differently), compared at each call: a list
+    changed in place, or a tuple bound anew, is a change the compiled code missed."""
+
+
+def constant_snapshot(obj: Any) -> _Snapshot | None:
+    """A snapshot of a tuple or list of numbers, strings, vectors and such tuples, or of
+    a string (read as constants by the kernels that use them); None for anything else."""
+    text = _snapshot_text(obj, depth=0)
+    return None if text is None else _Snapshot(text)
+
+
+def _snapshot_text(obj: Any, depth: int) -> str | None:
+    if isinstance(obj, str) or _is_constant(obj):
+        return f"{type(obj).__name__}:{obj!r}"
+    if depth > 0 and isinstance(obj, np.ndarray) and obj.ndim <= 2 and obj.size <= 16:
+        return f"{type(obj).__name__}:{obj.dtype}:{obj.tolist()!r}"  # a vector or matrix
+    if isinstance(obj, (tuple, list)) and depth < 4:
+        items = [_snapshot_text(item, depth + 1) for item in obj]
+        if any(item is None for item in items):
+            return None
+        return f"{type(obj).__name__}({', '.join(items)})"  # type: ignore[arg-type]
+    return None
 
 
 def _global_getter(fn: Any, name: str) -> Getter:
@@ -154,6 +183,8 @@ def scan_dependencies(fn: Any) -> Dependencies:
             deps.uses_random = True
         if _is_constant(obj):
             deps.constants.append((f"{function.__qualname__}:{name}", getter, obj))
+        elif (snapshot := constant_snapshot(obj)) is not None:
+            deps.constants.append((f"{function.__qualname__}:{name}", getter, snapshot))
         elif getattr(obj, "__kdsl_func__", False):
             deps.funcs.append((getter, obj))
             visit(obj.py_function)

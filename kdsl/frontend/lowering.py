@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from kdsl import types as T
+from kdsl.builtins import _SmallValue
 from kdsl.errors import CompileError, LiteralOverflowError
 from kdsl.frontend.captures import bound_names, is_array_object
 from kdsl.frontend.scope import TypeConflict, TypeTable, VariableType
@@ -115,6 +116,20 @@ class LoweringBase:
         self.weak.add(v)
         return v
 
+    def small_value_constant(self, obj: np.ndarray, node: ast.AST) -> Value:
+        """A vector or matrix read from Python (``DIRECTIONS[k]`` of a global tuple of
+        ``kd.vec2``) as a constant of its type."""
+        try:
+            element = T.scalar_from_numpy(obj.dtype)
+        except (KeyError, TypeError, ValueError):
+            self.error(f"a vector of {obj.dtype} cannot be used in a kernel", node)
+        if obj.ndim == 1:
+            t: Any = T.vector_type(element, obj.shape[0])
+        else:
+            t = T.matrix_type(element, obj.shape[0], obj.shape[1])
+        components = [self.builder.constant(x, element) for x in obj.ravel().tolist()]
+        return self.builder.create("make_vector", components, {"type": t}, result_types=[t]).result
+
     def is_weak(self, v: Value) -> bool:
         return v in self.weak
 
@@ -140,6 +155,8 @@ class LoweringBase:
                     return self.constant(obj)
                 except (OverflowError, TypeError) as exc:
                     self.error(str(exc), node)
+            if isinstance(obj, _SmallValue):  # an item of a global tuple of vectors
+                return self.small_value_constant(obj, node)
             if is_array_object(obj):
                 self.error("kernels take arrays as arguments or read them from global and "
                            "closure variables by name; bind this one to a global name or "
