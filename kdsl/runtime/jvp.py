@@ -71,15 +71,24 @@ def _tangent_for(p: Parameter, primal: Any, tangent: Any, kernel_name: str) -> A
             return array(tangent, dtype=primal.dtype, device="cuda").copy()  # type: ignore[attr-defined]
         data = primal.numpy() if hasattr(primal, "numpy") else np.asarray(primal)
         return np.array(np.asarray(tangent), dtype=data.dtype, copy=True)
+    if isinstance(p.type, (T.VectorType, T.MatrixType)):
+        shape = p.type.shape
+        if tuple(np.shape(tangent)) != shape:
+            raise ValueError(f"{where} must have the shape of the argument, {shape}; got "
+                             f"{tuple(np.shape(tangent))}")
+        return np.array(np.asarray(tangent), dtype=T.element_scalar(p.type).numpy_dtype,
+                        copy=True)
     if not isinstance(p.type, T.ScalarType):
-        raise TypeError(f"{where}: only scalar and array arguments have tangents")
+        raise TypeError(f"{where}: only scalar, vector, matrix and array arguments have "
+                        "tangents")
     return float(tangent)
 
 
 def jvp(kernel: Kernel, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
     """``(value, tangent)``: the kernel's value at ``primals`` and its directional
-    derivative along ``tangents`` (one per argument, an array of the argument's shape for
-    an array; None for an argument held constant, as integer arguments must be)."""
+    derivative along ``tangents`` (one per argument, shaped like it: an array of the
+    argument's shape for an array, a vector or a matrix, a number for a scalar; None for
+    an argument held constant, as integer arguments must be)."""
     if not isinstance(kernel, Kernel):
         raise TypeError(f"kd.jvp needs a @kd.kernel, got {kernel!r}")
     primals, tangents = tuple(primals), tuple(tangents)

@@ -237,3 +237,22 @@ def test_tape_with_size_one_axes_on_the_device_matches_the_cpu(emulated_device) 
     np.testing.assert_allclose(found[0][2], np.sum(z, axis=1, keepdims=True), rtol=1e-12)
     for a, b in zip(found[1], found[0]):
         np.testing.assert_allclose(a, b, rtol=1e-10)
+
+
+@kd.kernel
+def shifted_spread(pos: kd.Array[kd.vec3d], centre: kd.vec3d, m: kd.mat33d) -> kd.f64:
+    s = 0.0
+    for i in kd.prange(pos.shape[0]):
+        d = m @ (pos[i] - centre)
+        s += kd.dot(d, d)
+    return s
+
+
+def test_jvp_with_vector_and_matrix_tangents_on_the_device_matches_the_cpu(emulated_device) -> None:
+    rng = np.random.default_rng(13)
+    pos, centre, m = rng.standard_normal((17, 3)), rng.standard_normal(3), rng.standard_normal((3, 3))
+    tangents = (None, rng.standard_normal(3), rng.standard_normal((3, 3)))
+    expected = kd.jvp(shifted_spread, (pos, centre, m), tangents)
+    got = kd.jvp(shifted_spread, (kd.array(pos, device="cuda"), centre, m), tangents)
+    np.testing.assert_allclose(got, expected, rtol=1e-10)
+    assert abs(expected[1]) > 1e-6
