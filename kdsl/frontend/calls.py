@@ -595,7 +595,8 @@ def lower_call(lo: FunctionLowering, node: ast.Call) -> Any:
         fn, type
     ):
         prefix = {"numpy": "np.", "math": "math.", "kdsl": "kd."}.get(module.split(".")[0], "")
-        lo.error(f"'{prefix}{name}' is not supported in kernels", node)
+        written = ast.unparse(node.func) if "." in ast.unparse(node.func) else f"{prefix}{name}"
+        lo.error(f"'{written}' is not supported in kernels", node)
     lo.error(f"'{name}' cannot be called in a kernel: decorate it with @kd.func", node)
 
 

@@ -239,8 +239,9 @@ class ExpressionLowering(VectorLowering, TensorLowering):
             right, result = membership(self, left, right_node, isinstance(op, ast.NotIn), node)
         else:
             name = _COMPARE.get(type(op))
-            if name is None:
-                self.error(f"unsupported comparison {type(op).__name__}", node)
+            if name is None:  # is, is not
+                self.error("'is' and 'is not' are not supported in kernels: compare numbers "
+                           "with == and !=", node)
             right = self.value(right_node)
             result = self.compare(name, left, right, node)
         if len(pieces) == 1:

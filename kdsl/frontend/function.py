@@ -166,6 +166,11 @@ class FunctionLowering(StatementLowering):
     def call_func(self, fn: Any, args: list[Any], node: ast.Call) -> Any:
         source = read_function(fn.py_function)
         params = source.tree.args.args
+        signature = source.tree.args
+        if signature.vararg or signature.kwarg or signature.kwonlyargs or signature.posonlyargs:
+            self.error(f"{source.name}() cannot be called in a kernel: a func takes plain "
+                       "parameters only (no *args, **kwargs, keyword-only or positional-only "
+                       "ones)", node)
         if len(args) != len(params):
             self.error(f"{source.name}() takes {len(params)} arguments, got {len(args)}", node)
         values = []

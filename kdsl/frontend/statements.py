@@ -194,6 +194,9 @@ class StatementLowering(LoopLowering):
         elif isinstance(target, (ast.Tuple, ast.List)):
             if isinstance(value, Static) and isinstance(value.obj, tuple):  # a global tuple
                 value = TupleValue(tuple(Static(item) for item in value.obj))
+            if any(isinstance(t, ast.Starred) for t in target.elts):
+                self.error("starred assignment (x, *rest = ...) is not supported in kernels: "
+                           "name every item", node)
             value = self.unpacked_parts(value)
             if not isinstance(value, TupleValue):
                 self.error("only tuples (such as a.shape), vectors and matrices can be "
@@ -335,6 +338,9 @@ class StatementLowering(LoopLowering):
             result = self.expr(node.value)
             values = list(result.items) if isinstance(result, TupleValue) else [result]
             self.returns_tuple = isinstance(result, TupleValue)
+        if any(isinstance(v, TupleValue) for v in values):
+            self.error("a tuple inside a returned tuple (such as a.shape) is not supported: "
+                       "return one flat tuple (return x, y, z, not return (x, y), z)", node)
         values = [self.value_of(v, node) for v in values]
         if self.return_arity is None:
             self.return_arity = len(values)

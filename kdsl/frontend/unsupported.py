@@ -34,6 +34,8 @@ _DESCRIPTIONS: dict[type[ast.AST], str] = {
     ast.NamedExpr: "the walrus operator := is not supported in kernels; assign on a line "
                    "of its own",
     ast.Starred: "*-unpacking is not supported here",
+    ast.Slice: "a slice is supported only on arrays (of a vector, take components: v.xy, "
+               "kd.vec2(v[0], v[1]))",
 }
 
 

@@ -364,6 +364,39 @@ def unpacks_a_scalar(a: kd.Array[kd.f32]):
     a[1] = x + y
 
 
+@kd.kernel
+def starred_unpacking(a: kd.Array[kd.f32]):
+    x, *rest = (a[0], a[1], a[2])  # error: starred
+    a[1] = x + rest[0]
+
+
+@kd.kernel
+def returns_a_nested_tuple(a: kd.Array[kd.f32]):
+    return (a[0], a[1]), a.shape  # error: nested-return
+
+
+@kd.kernel
+def slices_a_vector(a: kd.Array[kd.f32]):
+    v = kd.vec3(a[0], a[1], a[2])
+    w = v[0:2]  # error: vector-slice
+    a[0] = w[0]
+
+
+@kd.func
+def takes_varargs(*values):
+    return values[0]
+
+
+@kd.kernel
+def calls_a_varargs_func(a: kd.Array[kd.f32]):
+    a[0] = takes_varargs(a[1])  # error: varargs
+
+
+@kd.kernel
+def calls_numpy_linalg(a: kd.Array[kd.f32]):
+    a[0] = np.linalg.norm(a)  # error: linalg
+
+
 # --- the checks -----------------------------------------------------------------------
 
 
@@ -417,7 +450,7 @@ CASES = [
     (imports_a_module, F32, "import", "import", ["import", "module level"]),
     (uses_a_dict, F32, "dict", "{", ["dicts"]),
     (uses_walrus, F32, "walrus", "n :=", [":="]),
-    (uses_is, F32, "is", "a[0] is", ["Is"]),
+    (uses_is, F32, "is", "a[0] is", ["'is'", "=="]),
     (prints_an_array, F32, "print-array", "a)", ["print()", "array"]),
     (conflicting_local, F32, "conflict", "v = a[0]", ["'v'", "vec3", "f32"]),
     (conflicting_local_across_branches, F32, "conflict-branches", "t = 1.0", ["'t'", "vec3"]),
@@ -455,6 +488,11 @@ CASES = [
     (and_of_vectors, F32, "and-vectors", "v and", ["'and'", "scalar", "vec3"]),
     (shift_of_a_float, F32, "shift-float", "a[0] << 1", ["<<", "integers", "f32"]),
     (unpacks_a_scalar, F32, "unpack", "x, y = a[0]", ["unpack"]),
+    (starred_unpacking, F32, "starred", "x, *rest", ["starred assignment"]),
+    (returns_a_nested_tuple, F32, "nested-return", "return", ["tuple inside a returned tuple"]),
+    (slices_a_vector, F32, "vector-slice", "0:2", ["slice", "arrays", "v.xy"]),
+    (calls_a_varargs_func, F32, "varargs", "takes_varargs", ["takes_varargs()", "*args"]),
+    (calls_numpy_linalg, F32, "linalg", "np.linalg.norm", ["'np.linalg.norm'", "not supported"]),
 ]
 
 
