@@ -169,6 +169,8 @@ class ControlFlow:
         return self.b.select(cond, a, b)
 
     def emit_for(self, op: Operation) -> list[Repr]:
+        if op.attrs.get("prefetch_next_row"):  # row_prefetch.py
+            self.prefetch_next_rows(op)
         if op.attrs.get("stream_stores"):  # streaming_stores.py
             streamed = self.emit_streaming_for(op)
             if streamed is not None:

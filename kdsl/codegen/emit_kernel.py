@@ -39,6 +39,7 @@ from kdsl.codegen.llvm_types import (
     void,
 )
 from kdsl.codegen.parallel import CopyScopes, ParallelLoops
+from kdsl.codegen.row_prefetch import RowPrefetch
 from kdsl.codegen.runtime_hooks import RuntimeHooks
 from kdsl.codegen.scalar_ops import WIDE_ELEMENT_BYTES, ScalarEmitter
 from kdsl.codegen.streaming_stores import StreamingStores
@@ -66,7 +67,8 @@ class EmittedKernel:
 
 
 
-class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps, StreamingStores):
+class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps, StreamingStores,
+                    RowPrefetch):
     """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
 
     scalar_emitter = ScalarEmitter

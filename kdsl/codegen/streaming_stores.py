@@ -50,7 +50,7 @@ STREAM_TAG = "kdsl.stream"
 LINE = 64  # bytes of a cache line
 
 
-def _on_x86() -> bool:
+def on_x86() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 
 
@@ -72,7 +72,7 @@ class StreamingStores:
         """``op`` (a ``for`` marked ``stream_stores``) in its two forms, or None where it
         does not have the shape this needs (the caller emits the plain loop)."""
         store = _row_store(op, self.values)
-        if store is None or not _on_x86():
+        if store is None or not on_x86():
             return None
         loop = ForOp(op)
         start, stop = self.values[loop.start], self.values[loop.stop]

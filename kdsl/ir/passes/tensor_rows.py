@@ -233,6 +233,9 @@ def lower_rows(lo: TensorLowerer, root: Operation, plan: RowPlan) -> None:
             return []
 
         loop = lo.serial_loop(lo.value("max", shape[-1], zero), [], store)
+        if lo.direct and lo.target == "cpu":
+            # the next row is fetched while this one is written (codegen/row_prefetch.py)
+            loop.attrs["prefetch_next_row"] = True
         if lo.direct and lo.target == "cpu" and not kept:
             # written once and not read here again: large destinations take streaming
             # stores (kdsl/codegen/streaming_stores.py)
