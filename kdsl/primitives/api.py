@@ -34,6 +34,19 @@ def _host(a: Any, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be an array, got {type(a).__name__}") from exc
 
 
+def _in_place(a: Any, name: str, call: str) -> np.ndarray:
+    """The NumPy array behind ``a``, which ``call`` writes in place: an array, or an object
+    sharing its memory with one (a PyTorch CPU tensor, a kd array), and writeable. A list,
+    or anything else NumPy can only copy, is a TypeError: the result would be lost."""
+    data = _host(a, name)
+    if data is not a and not hasattr(a, "__kdsl_array__") and data.flags.owndata:
+        raise TypeError(f"{call} writes '{name}' in place, so it must be an array; got "
+                        f"{type(a).__name__} (convert it with np.array first and keep that)")
+    if not data.flags.writeable:
+        raise ValueError(f"{call} writes '{name}' in place, but it is read-only")
+    return data
+
+
 def _scalar_type(dtype: np.dtype, name: str) -> T.ScalarType:
     try:
         return T.scalar_from_numpy(dtype)
@@ -146,7 +159,7 @@ def sort(a: Any) -> None:
         elif a.size:
             kernels.sort_rows_kernel(t)(_cuda_rows(a, "sort"))
         return
-    data = _host(a, "a")
+    data = _in_place(a, "a", "sort")
     if data.ndim == 0:
         raise ValueError("sort needs an array of at least one axis")
     t = _scalar_type(data.dtype, "a")
@@ -183,7 +196,7 @@ def argsort(keys: Any, out: Any = None) -> Any:
     if out is None:
         target = np.empty(data.shape, np.int64)
     else:
-        target = _host(out, "out")
+        target = _in_place(out, "out", "argsort")
         if target.shape != data.shape or target.dtype != np.int64:
             raise ValueError(f"out must be an int64 array of shape {data.shape}, got "
                              f"{target.dtype} of shape {target.shape}")
@@ -209,7 +222,7 @@ def sort_by_key(keys: Any, values: Any) -> None:
         else:  # the rows of values move by the order of the keys
             _cuda_take_rows(keys, values, key_type)
         return
-    k, v = _host(keys, "keys"), _host(values, "values")
+    k, v = _in_place(keys, "keys", "sort_by_key"), _in_place(values, "values", "sort_by_key")
     if k.ndim != 1:
         raise ValueError(f"sort_by_key needs 1-D keys, got {k.ndim} axes")
     if v.ndim == 0 or v.shape[0] != k.shape[0]:
@@ -251,14 +264,7 @@ def searchsorted(a: Any, v: Any, side: str = "left") -> Any:
     if side not in _SIDES:
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
     if _is_cuda(a):
-        _cuda_1d(a, "a", "searchsorted")
-        values = v if _is_cuda(v) else _host_to_cuda(np.asarray(v, dtype=a.dtype))
-        flat = _cuda_flat(values, "searchsorted")
-        if flat.dtype != a.dtype:
-            raise ValueError(f"searchsorted: v ({flat.dtype}) must have a's dtype ({a.dtype})")
-        out = _cuda_empty((flat.size,), np.dtype(np.int64))
-        kernels.search_kernel(_scalar_type(a.dtype, "a"), side)(a, flat, out)
-        return out
+        return _cuda_searchsorted(a, v, side)
     data = _host(a, "a")
     if data.ndim != 1:
         raise ValueError(f"searchsorted needs a 1-D array a, got {data.ndim} axes")
@@ -271,6 +277,38 @@ def searchsorted(a: Any, v: Any, side: str = "left") -> Any:
     if values.ndim == 0:
         return np.int64(out[0])
     return _like(v, out.reshape(values.shape))
+
+
+def _cuda_searchsorted(a: Any, v: Any, side: str) -> Any:
+    """``searchsorted`` into a CUDA array: an int64 CUDA array of ``v``'s shape (an int64
+    for a host scalar ``v``). Both sides are compared in NumPy's common type of the two."""
+    from kdsl.runtime.cuda.device_array import CudaArray
+
+    _cuda_1d(a, "a", "searchsorted")
+    if _is_cuda(v):
+        values, shape = v, tuple(v.shape)
+        common = np.result_type(a.dtype, v.dtype)
+    else:
+        host = _host(v, "v")
+        shape = host.shape
+        common = np.result_type(a.dtype, host)
+        values = _host_to_cuda(np.array(host, dtype=common, order="C").reshape(-1))
+    t = _scalar_type(common, "a")
+    flat = _cuda_as(_cuda_flat(values, "searchsorted"), common)
+    out = _cuda_empty((flat.size,), np.dtype(np.int64))
+    kernels.search_kernel(t, side)(_cuda_as(a, common), flat, out)
+    if not _is_cuda(v) and not shape:
+        return np.int64(out.numpy()[0])
+    return CudaArray.from_pointer(out.ptr, shape, None, out.dtype, owner=out)
+
+
+def _cuda_as(a: Any, dtype: np.dtype) -> Any:
+    """1-D CUDA array ``a`` with elements of ``dtype`` (itself, or a converted copy)."""
+    if a.dtype == dtype:
+        return a
+    converted = _cuda_empty(tuple(a.shape), dtype)
+    kernels.convert_kernel(_scalar_type(dtype, "a"))(a, converted)
+    return converted
 
 
 def _host_to_cuda(data: np.ndarray) -> Any:

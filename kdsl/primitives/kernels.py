@@ -125,6 +125,18 @@ def copy_kernel() -> Any:
 
 
 @functools.cache
+def convert_kernel(t: T.ScalarType) -> Any:
+    """``target[i] = t(source[i])`` for 1-D arrays of one length (on a CUDA device: a
+    change of element type without a trip through the host)."""
+    source = "\n".join([
+        "def run_convert(source, target):",
+        "    for i in kd.prange(source.shape[0]):",
+        f"        target[i] = {kd_name(t)}(source[i])",
+    ]) + "\n"
+    return as_kernel(define(source, "run_convert", f"convert kernel {t}"))
+
+
+@functools.cache
 def bucket_sort_kernel(t: T.ScalarType) -> Any:
     """The in-place sort of a large 1-D array by buckets sorted in cache (bucket_sort_source)."""
     source = "def run_bucket_sort(keys):\n    bucket_sort(keys)\n"
