@@ -10,6 +10,7 @@ always explicit (``.numpy()``, ``.to()``, ``kd.array``), and CUDA arrays of othe
 from __future__ import annotations
 
 import importlib
+import operator
 from typing import Any
 
 import numpy as np
@@ -60,7 +61,21 @@ def _numpy_dtype(dtype: Any) -> tuple[np.dtype, tuple[int, ...]]:
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
-    return (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    """``shape`` as a tuple of ints; as in NumPy, a float is a TypeError, not truncated."""
+    try:
+        if np.ndim(shape) == 0:
+            return (operator.index(shape),)
+        return tuple(operator.index(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"shape must be an integer or a sequence of integers, got {shape!r}") \
+            from None
+
+
+def _numeric(data: np.ndarray) -> np.ndarray:
+    """``data``, whose elements must be numbers or bools (kernels take nothing else)."""
+    if data.dtype.kind not in "biufc" or data.dtype.fields is not None:
+        raise TypeError(f"kd.array holds numbers or bools, not {data.dtype} elements")
+    return data
 
 
 class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
@@ -180,9 +195,9 @@ def array(obj: Any, dtype: Any = None, device: str | None = None,
     if on_cuda is not None:
         obj = on_cuda.numpy()
     if dtype is None:
-        return DeviceArray(np.array(obj), device)
+        return DeviceArray(_numeric(np.array(obj)), device)
     np_dtype, trailing = _numpy_dtype(dtype)
-    data = np.array(obj, dtype=np_dtype)
+    data = _numeric(np.array(obj, dtype=np_dtype))
     _check_trailing(data, dtype, trailing)
     return DeviceArray(data, device)
 
