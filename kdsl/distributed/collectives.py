@@ -31,12 +31,17 @@ def allreduce(x: Any, op: str = "sum", comm: Any = None) -> Any:
     """
     mpi_op = _mpi_op(op)
     comm = default_comm(comm)
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
-        return type(x)(comm.allreduce(x, op=mpi_op)) if not isinstance(x, bool) else \
-            bool(comm.allreduce(x, op=mpi_op))
+    if isinstance(x, bool):  # as Python's sum, min and max of bools
+        total = int(comm.allreduce(int(x), op=mpi_op))
+        return total if op == "sum" else bool(total)
+    if isinstance(x, (int, float)) and not isinstance(x, np.generic):
+        return type(x)(comm.allreduce(x, op=mpi_op))
     value = np.asarray(x)
     if value.dtype == object or value.dtype.kind not in "biufc":
         raise TypeError(f"allreduce needs a number or an array of numbers, got {type(x).__name__}")
+    if value.dtype.kind == "b":  # as NumPy: a sum of bools counts them (int64)
+        counts = allreduce(value.astype(np.int64), op, comm)
+        return counts if op == "sum" else counts.astype(np.bool_)
     send = np.array(value, order="C")
     result = np.empty_like(send)
     comm.Allreduce(send, result, op=mpi_op)

@@ -165,6 +165,9 @@ class Particles:
                 length = column.dtype.type(self.box[axis])
                 outside = (column < 0) | (column >= length)
                 column[outside] -= length * np.floor(column[outside] / length)
+                # a tiny negative coordinate wraps to length - tiny, which can round to
+                # length itself: that point is the box's lower edge
+                column[column >= length] = 0
 
     # --- communication ----------------------------------------------------------------
 
@@ -208,7 +211,10 @@ class Particles:
                              f"{list(self.fields)}")
         grid = self.grid
         me = grid.comm.Get_rank()
-        images = [(-1, 0, 1) if periodic else (0,) for periodic in grid.periodic]
+        # a cutoff longer than the box reaches images beyond the next box over
+        reach = [1 + int(cutoff // length) for length in self.box]
+        images = [range(-k, k + 1) if periodic else (0,)
+                  for k, periodic in zip(reach, grid.periodic)]
         pos = self.pos.astype(np.float64)
         rows, destinations, shifts = [], [], []
         for rank in range(grid.comm.Get_size()):

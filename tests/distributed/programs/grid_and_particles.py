@@ -125,6 +125,15 @@ def check_reductions() -> None:
     assert isinstance(total, np.float32) and total == np.float32(0.5 * SIZE)
     vector = kdd.allreduce(np.array([RANK, -RANK], np.int64), op="min")
     assert vector.tolist() == [0, -(SIZE - 1)]
+    # bools combine as Python's and NumPy's sum (a count), min (all) and max (any)
+    assert kdd.allreduce(RANK == 0) == 1 and kdd.allreduce(True) == SIZE
+    assert kdd.allreduce(RANK == 0, op="max") is True
+    assert kdd.allreduce(RANK == 0, op="min") is (SIZE == 1)
+    flags = np.array([True, RANK == 0, False])
+    assert kdd.allreduce(flags).tolist() == [SIZE, 1, 0]
+    assert kdd.allreduce(flags, op="min").tolist() == [True, SIZE == 1, False]
+    assert kdd.allreduce(flags, op="max").dtype == np.bool_
+    assert kdd.allreduce(np.bool_(True), op="prod") == np.True_
     try:
         kdd.allreduce(1.0, op="mean")
     except ValueError as error:
@@ -234,6 +243,58 @@ def check_particles() -> None:
             assert particles.total() == n
 
 
+def all_images_pairs(pos: np.ndarray, box: np.ndarray, periodic: tuple[bool, ...],
+                     cutoff: float) -> np.ndarray:
+    """For each particle, how many images of the others (and of itself) lie within
+    ``cutoff``, every image counted (for a cutoff longer than half the box)."""
+    reach = [int(cutoff // length) + 1 if wraps else 0 for length, wraps in zip(box, periodic)]
+    total = np.zeros(len(pos), np.int64)
+    for image in itertools.product(*(range(-k, k + 1) for k in reach)):
+        d = pos[:, None, :].astype(np.float64) - pos[None, :, :] + np.asarray(image) * box
+        r2 = np.sum(d * d, axis=-1)
+        if not any(image):
+            np.fill_diagonal(r2, np.inf)
+        total += np.sum(r2 < cutoff * cutoff, axis=1)
+    return total
+
+
+def check_particles_on_edges() -> None:
+    """Particles on the blocks' edges, on the box's edges and a hair below 0 end up in
+    ``[0, box)`` on the rank owning them; their ghosts, for cutoffs up to longer than the
+    box, give every rank count the same neighbours."""
+    for cells, periodic, box in (((12, 6), True, (3.6, 4.2)), ((9,), True, (2.7,)),
+                                 ((10, 4, 6), (True, False, True), (1.0, 1.0, 1.0))):
+        grid = kdd.Grid(cells, ghost=0, periodic=periodic)
+        box_array = np.asarray(box)
+        corners = [np.arange(c + 1) * (b / c) for c, b in zip(cells, box)]
+        lattice = np.stack(np.meshgrid(*corners, indexing="ij"), -1).reshape(-1, len(cells))
+        below = np.array([[-1e-9] * len(cells), [-3e-8] * len(cells)])
+        everything = np.concatenate([lattice, below]).astype(np.float32)
+        for axis, wraps in enumerate(grid.periodic):
+            if not wraps:
+                everything[:, axis] = np.clip(everything[:, axis], 0.0, box[axis] * 0.999)
+        n = len(everything)
+        mine = slice(RANK * n // SIZE, (RANK + 1) * n // SIZE)
+        particles = kdd.Particles(grid, everything[mine], box=box, ids=np.arange(n)[mine])
+        assert particles.total() == n
+        lo, hi = particles.block_bounds(grid.coords)
+        assert np.all((particles.pos >= 0) & (particles.pos < box_array.astype(np.float32)))
+        assert np.all(particles.pos >= lo.astype(np.float32) - 1e-6)
+        everyone = particles.gather()
+        for cutoff in (0.27, 1.23):   # no pair at exactly the cutoff
+            ghosts = particles.ghosts(cutoff)
+            near = np.concatenate([particles.pos, ghosts.pos])
+            counted = all_images_pairs(near, box_array, (False,) * grid.ndim,
+                                       cutoff)[:particles.n]
+            counts = WORLD.gather((particles.ids, counted), root=0)
+            if RANK == 0:
+                assert everyone is not None
+                reference = all_images_pairs(everyone[0], box_array, grid.periodic, cutoff)
+                ids = np.concatenate([c[0] for c in counts])
+                values = np.concatenate([c[1] for c in counts])
+                assert np.array_equal(values, reference[ids]), (cells, cutoff)
+
+
 def check_lennard_jones() -> None:
     """A few distributed steps match the single-process run within float rounding."""
     system = lj.initial_state(400, 0.3, 0.3, seed=4) if RANK == 0 else None
@@ -262,6 +323,7 @@ def main() -> None:
     check_cuda_arrays()
     check_heat_solver()
     check_particles()
+    check_particles_on_edges()
     check_lennard_jones()
     WORLD.Barrier()
     if RANK == 0:
