@@ -284,7 +284,16 @@ def lower_function(
     for _ in range(MAX_TYPE_ROUNDS):
         types = TypeTable(assumed)
         lowering = FunctionLowering(source, context, types, is_kernel)
-        function = lowering.lower(params, name)
+        try:
+            function = lowering.lower(params, name)
+        except CompileError:
+            # a local first assigned in a loop and read after it (a vector found in a
+            # `while True:`) stands for a placeholder number until its type is known:
+            # an error it causes is retried once the round has learnt a new type
+            if not lowering.needs_rebuild or not _learnt_types(assumed, types.observed):
+                raise
+            assumed = dict(types.observed)
+            continue
         if lowering.settled():
             drop_index_wraps(function.body)
             return function, lowering.result_types()
@@ -292,6 +301,11 @@ def lower_function(
     raise CompileError(
         f"the types of the locals of {source.name}() do not settle", source.location(source.tree)
     )
+
+
+def _learnt_types(assumed: dict[str, VariableType], observed: dict[str, VariableType]) -> bool:
+    """Whether a round observed a type its locals were not assumed to have."""
+    return any(assumed.get(name) != vt for name, vt in observed.items())
 
 
 def lower_kernel(

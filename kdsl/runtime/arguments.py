@@ -128,7 +128,8 @@ class Parameter:
 
 def _describe_argument(a: Any) -> str:
     if isinstance(a, np.ndarray):
-        return f"a {a.dtype} array of shape {a.shape}"
+        article = "an" if str(a.dtype)[0] in "aeiou" else "a"  # an int64 array
+        return f"{article} {a.dtype} array of shape {a.shape}"
     if isinstance(a, np.generic):
         return f"{a.dtype} {a!r}"
     return f"{type(a).__name__} {a!r}"
