@@ -11,7 +11,7 @@ from typing import Any
 import numba
 import numpy as np
 from data import normal, rng, uniform
-from harness import Row, Timed, agree, best_of
+from harness import Row, Timed, agree, best_of, cache_evictor
 from numba import prange
 
 import kdsl as kd
@@ -186,8 +186,9 @@ def _notes(row: Row, times: dict[str, float], target: float, torch_target: bool)
         row.notes.append("torch: not installed, skipped")
 
 
-def _measure(row: Row, sides: dict[str, Callable[[], Any]], cfg: Any) -> dict[str, float]:
-    times = best_of({k: Timed(f) for k, f in sides.items()}, cfg)
+def _measure(row: Row, sides: dict[str, Callable[[], Any]], cfg: Any,
+             setup: Callable[[], object] | None = None) -> dict[str, float]:
+    times = best_of({k: Timed(f, setup) for k, f in sides.items()}, cfg)
     for side in ("numpy", "numba", "kdsl"):
         if side in times:
             setattr(row, side, times[side])
@@ -227,6 +228,7 @@ def _rows_workload(name: str, ctx: Any, make_args: Callable[[np.random.Generator
     numpy_into, numba_into, kdsl_into = into
     outs = {side: np.empty((rows_n, cols), np.float32) for side in ("numpy", "numba", "kdsl")}
     torch_sides = _torch_sides(name, *args)
+    evict = cache_evictor()  # every side timed from the same (cold) caches
     result_rows = []
     for label, sides in (
         ("-> out", {"numpy": partial(numpy_into, *args, outs["numpy"]),
@@ -240,7 +242,7 @@ def _rows_workload(name: str, ctx: Any, make_args: Callable[[np.random.Generator
             got = fn()
             got = outs[side] if got is None else np.asarray(got)
             row.ok &= agree(f"{name} {label}: {side} vs float64", got, want, rtol=1e-4, atol=atol)
-        _notes(row, _measure(row, sides, cfg), ROWS_TARGET, torch_target=True)
+        _notes(row, _measure(row, sides, cfg, evict), ROWS_TARGET, torch_target=True)
         result_rows.append(row)
     return result_rows
 
