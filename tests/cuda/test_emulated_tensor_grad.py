@@ -76,3 +76,19 @@ def test_size_one_axes_and_views_of_results_on_the_device(emulated_device) -> No
     assert d_b.device == "cuda"
     np.testing.assert_allclose(d_w.numpy(), expected[0], rtol=1e-10)
     np.testing.assert_allclose(d_b.numpy(), expected[1], rtol=1e-10)
+
+
+@kd.kernel
+def overwritten_then_read(y: kd.Array[kd.f64, 2], out: kd.Array[kd.f64, 2]) -> kd.f64:
+    out[1:, :] = kd.tanh(y[1:, :])  # out's gradient is zero where it was overwritten
+    return kd.sum(out * out)
+
+
+def test_gradient_of_an_overwritten_argument_on_the_device(emulated_device) -> None:
+    rng = np.random.default_rng(6)
+    y, out = rng.uniform(-1.0, 1.0, (5, 3)), rng.uniform(-1.0, 1.0, (5, 3))
+    expected = kd.grad(overwritten_then_read, (0, 1))(y, out.copy())
+    np.testing.assert_array_equal(expected[1][1:], 0.0)
+    got = kd.grad(overwritten_then_read, (0, 1))(*(kd.array(a, device="cuda") for a in (y, out)))
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-12)

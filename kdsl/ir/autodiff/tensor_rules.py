@@ -15,7 +15,8 @@ the way forward:
 - views (slices, new axes, transposes) differentiate as views: the adjoint of a view of
   an array is added into the same view of the array's adjoint;
 - ``dest[...] = expr`` passes the adjoint of the destination's elements to ``expr`` and
-  clears it (the old values were overwritten); ``dest[...] += expr`` passes it unchanged.
+  clears it (the old values were overwritten: an argument's adjoint, that of its value
+  before the call, is zero there); ``dest[...] += expr`` passes it unchanged.
 
 Adjoint of an array value: an expression (array or scalar) that broadcasts to the value's
 shape, in NumPy's sense. Whether an axis has size 1 must be known when compiling (a new
@@ -366,12 +367,16 @@ class TensorAdjoints(TensorBuilder):
         self.flush()
         g = storage
         # when the adjoint of an earlier use of the array will be added into its adjoint,
-        # read the adjoint now and, for an assignment, clear what it overwrote
-        if self._touched_before(op, dest, skipped):
+        # read the adjoint now and, for an assignment, clear what it overwrote; so too
+        # for an argument, whose adjoint is that of its value before the call (to which
+        # the elements overwritten contribute nothing)
+        touched = self._touched_before(op, dest, skipped)
+        clear = accumulate is None and (touched or self.defs.get(root_array(dest, self.defs)) is None)
+        if touched or clear:
             dims = [self.b.value("array_dim", storage, axis=k) for k in range(dest.type.ndim)]
             g = self.new_array(dest.type.dtype, dims, "empty")
             self.b.create("tensor_assign", [g, storage])
-            if accumulate is None:
+            if clear:
                 self.b.create("tensor_assign", [storage, self.b.constant(
                     0.0, T.element_scalar(dest.type.dtype))])
         if not self.is_varied(source):
