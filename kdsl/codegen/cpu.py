@@ -13,7 +13,7 @@ import platform
 import struct
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,12 @@ from kdsl.timings import note, stage
 
 _lock = threading.Lock()
 _llvm_lock = threading.Lock()
+_initialise_lock = threading.Lock()
 _state: dict[str, Any] = {}
+# LLVM's command-line options for kdsl's code: an array of 3x3 matrices is read with a
+# stride of 9 elements: above LLVM's default limit of 8 its loop vectoriser gathers every
+# component (3-20x slower than loading whole rows and shuffling them apart)
+LLVM_OPTIONS = ("-max-interleave-group-factor=16",)
 
 
 def llvm() -> Any:
@@ -33,17 +38,27 @@ def llvm() -> Any:
             if "binding" not in _state:
                 import llvmlite.binding as binding
 
-                # the host's target only (every target's registration costs 1 ms more):
-                # device code goes through libNVVM, not through LLVM's own NVPTX target
-                binding.initialize_native_target()
-                binding.initialize_native_asmprinter()
-                # an array of 3x3 matrices is read with a stride of 9 elements: above
-                # LLVM's default limit of 8 its loop vectoriser gathers every component
-                # (3-20x slower than loading whole rows and shuffling them apart)
-                binding.set_option("kdsl", "-max-interleave-group-factor=16")
+                def initialise() -> None:
+                    binding.initialize_native_target()
+                    binding.initialize_native_asmprinter()
+                    for option in LLVM_OPTIONS:
+                        binding.set_option("kdsl", option)
+
+                initialise_llvm_once(initialise)
                 _install_private_calls()
                 _state["binding"] = binding
     return _state["binding"]
+
+
+def initialise_llvm_once(initialise: Callable[[], None]) -> None:
+    """Runs ``initialise`` once per process: it registers the host's target (only that
+    one: every target's registration costs 1 ms more, and device code goes through
+    libNVVM, not through LLVM's own NVPTX target) and sets ``LLVM_OPTIONS``, through
+    llvmlite.binding or through ``llvm_direct``, which call the same LLVM."""
+    with _initialise_lock:
+        if not _state.get("initialised"):
+            initialise()
+            _state["initialised"] = True
 
 
 class _PrivateCalls:
@@ -112,6 +127,13 @@ def start_loading_llvm() -> None:
 def _load_quietly() -> None:
     try:
         _map_llvm_library()
+        from kdsl.codegen import llvm_direct
+
+        # with llvmlite's C functions at hand, a compile and the loading of its code
+        # need no llvmlite.binding (15 ms of the interpreter's time to import)
+        if llvm_direct.functions() is not None:
+            llvm_direct.warm_up({3: min(usable_cores(), 2), LIGHT_CODEGEN: 1})
+            return
         llvm()
         _warm_up()
     except Exception:  # noqa: BLE001 - the compile's own call to llvm() reports it
@@ -284,6 +306,8 @@ def compile_parts(texts: Sequence[str], light: frozenset[int] = frozenset()) -> 
     before the first part's. The parts in ``light`` (by default those ``texts`` names, see
     ``split_module.PartTexts``) have no loop and no parallel region: they are compiled at
     the light levels (``LIGHT_PIPELINE``, ``LIGHT_CODEGEN``)."""
+    from kdsl.codegen import llvm_direct
+
     objects: list[bytes] = [b""] * len(texts)
     failures: list[BaseException] = []
     cpu_seconds: list[list[float]] = [[] for _ in texts]
@@ -292,6 +316,9 @@ def compile_parts(texts: Sequence[str], light: frozenset[int] = frozenset()) -> 
     def compile_part(k: int, text: str) -> None:
         try:
             opt, level = (LIGHT_CODEGEN, LIGHT_PIPELINE) if k in light else (3, 3)
+            if llvm_direct.can_compile(text):
+                objects[k] = llvm_direct.compile_to_object(text, opt, level, cpu_seconds[k])
+                return
             with private_llvm_calls():  # a machine of its own, made without the lock too
                 machine = take_machine(opt)
                 objects[k] = compile_to_object(text, machine, cpu_seconds[k], level)
@@ -323,6 +350,29 @@ def compile_parts(texts: Sequence[str], light: frozenset[int] = frozenset()) -> 
             note(f"llvm part {k} CPU {sum(seconds) * 1e3:.1f} ms (optimize {seconds[0] * 1e3:.1f}"
                  f", emit {seconds[1] * 1e3:.1f})")
     return objects
+
+
+@functools.cache
+def host_cpu_features() -> dict[str, bool]:
+    """The host CPU's features by name (``llvmlite.binding.get_host_cpu_features()``),
+    read through ``llvm_direct`` where it can: code generation asks, and a first compile
+    need not import llvmlite.binding for it."""
+    from kdsl.codegen import llvm_direct
+
+    lib = llvm_direct.functions()
+    if lib is not None:
+        return llvm_direct.host_feature_map(lib)
+    return dict(llvm().get_host_cpu_features())
+
+
+def compile_module(llvm_ir: str) -> bytes:
+    """Object code for a whole module (``compile_to_object``), through ``llvm_direct``
+    where it can (without importing llvmlite.binding)."""
+    from kdsl.codegen import llvm_direct
+
+    if not llvm_direct.can_compile(llvm_ir):
+        return compile_to_object(llvm_ir)
+    return llvm_direct.compile_to_object(llvm_ir, 3, 3)
 
 
 def usable_cores() -> int:

@@ -52,9 +52,9 @@ class Blocking:
 
 @functools.cache
 def host_has_avx512() -> bool:
-    from kdsl.codegen.cpu import llvm
+    from kdsl.codegen.cpu import host_cpu_features
 
-    features = llvm().get_host_cpu_features()
+    features = host_cpu_features()
     return bool(features.get("avx512f", False))
 
 

@@ -95,8 +95,13 @@ def load_object(code: bytes | list[bytes], symbols: list[str]) -> LoadedCode:
     """Loads object code (one object, or the objects of a module compiled in parts) into
     a JIT engine of its own (disposed with the code); RuntimeError when a symbol is
     missing."""
+    from kdsl.codegen import llvm_direct
     from kdsl.codegen.cpu import llvm, take_machine
 
+    if llvm_direct.functions() is not None:  # without importing llvmlite.binding
+        addresses, unload = llvm_direct.load_objects(
+            [code] if isinstance(code, bytes) else code, symbols)
+        return LoadedCode(addresses, unload, "jit")
     b = llvm()
     # the engine owns its target machine and frees it with itself: never a shared one (a
     # spare one made while LLVM loaded, where there is one: off the first compile's path)

@@ -71,9 +71,9 @@ def instruction_sets() -> tuple[tuple[str, int], ...]:
     """(libmvec letter, register bits) for each vector instruction set the host runs."""
     if library_path() is None:
         return ()
-    from kdsl.codegen.cpu import llvm
+    from kdsl.codegen.cpu import host_cpu_features
 
-    features = llvm().get_host_cpu_features()
+    features = host_cpu_features()
     return tuple((letter, bits) for letter, feature, bits in _ISAS if features.get(feature))
 
 

@@ -105,9 +105,9 @@ PREFERRED = frozenset(OWN) - {"atanf", "asinf", "acosf", "atan2f", "erff", "tan"
 def _host_lane_bits() -> tuple[int, ...]:
     """Vector register widths in bits the host runs with FMA (none without FMA: the
     polynomials would call a software fma)."""
-    from kdsl.codegen.cpu import llvm
+    from kdsl.codegen.cpu import host_cpu_features
 
-    features = llvm().get_host_cpu_features()
+    features = host_cpu_features()
     if not features.get("fma"):
         return ()
     widths = [128]
@@ -122,9 +122,9 @@ def _host_lane_bits() -> tuple[int, ...]:
 def _native_ldexp(bits: int) -> bool:
     """Whether vectors of ``bits`` scale by powers of two in one instruction here
     (AVX-512's vscalefps; 128- and 256-bit vectors need AVX-512VL)."""
-    from kdsl.codegen.cpu import llvm
+    from kdsl.codegen.cpu import host_cpu_features
 
-    features = llvm().get_host_cpu_features()
+    features = host_cpu_features()
     return bool(features.get("avx512f") and (bits == 512 or features.get("avx512vl")))
 
 

@@ -134,7 +134,7 @@ def object_code(module: Any, entry: str,
         # not linked (a full disk): one object, which loads without a linker
     with stage("llvm ir text"):
         text = str(module)
-    code = cpu.compile_to_object(text)
+    code = cpu.compile_module(text)
     if not link:
         return code, None
     with stage("link"):
