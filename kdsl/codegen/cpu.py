@@ -383,10 +383,10 @@ def usable_cores() -> int:
 
 
 def linker() -> str | None:
-    import shutil
+    from kdsl.files import which
 
     for name in ("ld", "ld.lld", "ld.gold"):
-        path = shutil.which(name)
+        path = which(name)
         if path:
             return path
     return None
@@ -399,11 +399,11 @@ def link_shared_library(code: bytes | list[bytes]) -> bytes | None:
     ld = linker()
     if ld is None or platform.system() != "Linux":
         return None
-    import tempfile
+    from kdsl.files import scratch_folder
 
     objects = [code] if isinstance(code, bytes) else code
     try:
-        with tempfile.TemporaryDirectory(prefix="kdsl-link-") as tmp:
+        with scratch_folder("kdsl-link-") as tmp:
             paths = [Path(tmp, f"part{k}-kernel.o" if k else "kernel.o")
                      for k in range(len(objects))]
             lib = Path(tmp, "kernel.so")

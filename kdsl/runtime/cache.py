@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 
 from kdsl.digests import sha256
+from kdsl.files import unique_file
 
 _DIGEST = sha256().digest_size
 _warned: set[str] = set()
@@ -66,9 +67,7 @@ def load(key: str) -> tuple[Path, dict, bytes] | None:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    fd, tmp = unique_file(str(path.parent), ".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
