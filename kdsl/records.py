@@ -5,9 +5,10 @@ The standard ``dataclasses.dataclass`` compiles the source of every method it ad
 ``__setattr__`` and ``__delattr__``): about 0.35 ms a class on CPython 3.11, and kdsl
 defines some fifty, about 18 ms of ``import kdsl`` and of the first compile. Here the
 standard decorator processes the fields (so ``dataclasses.fields``, ``replace``,
-``asdict`` and ``__match_args__`` work as before), only ``__init__`` is compiled (its
-speed and signature matter), and the other methods are closures over an
-``operator.attrgetter`` of the fields, with the standard ones' behaviour.
+``asdict`` and ``__match_args__`` work as before), ``__init__`` is compiled from source
+when the class is first instantiated and ``__eq__`` and ``__hash__`` when an instance is
+first compared or hashed (their speed and ``__init__``'s signature matter), and the other
+methods are closures over the fields' names, with the standard ones' behaviour.
 
 Only what kdsl uses is handled here (``frozen``, ``eq``, defaults and default
 factories); a class with anything else (``__post_init__``, ``InitVar``, keyword-only or
@@ -128,33 +129,38 @@ def _check_default_order(fields: list[dataclasses.Field]) -> None:
 
 
 class _CompiledMethods:
-    """A class's ``__init__``, ``__eq__`` and ``__hash__``, compiled from source when
-    one of them is first used (most classes of a process that compiles nothing, and many
-    of one that does, are never instantiated: a compile of source each costs about as
-    much as the rest of the class). Until then the class holds a ``_StandIn`` for each."""
+    """A class's ``__init__``, and its ``__eq__`` and ``__hash__``, compiled from source
+    when first used (most classes of a process that compiles nothing, and many of one
+    that does, are never instantiated, and most instances are never compared or hashed:
+    a compile of source costs about as much as the rest of the class). Until then the
+    class holds a ``_StandIn`` for each."""
 
     def __init__(self, cls: type, fields: list[dataclasses.Field], frozen: bool,
                  compared: tuple[str, ...] | None, hashed: tuple[str, ...] | None) -> None:
         self.cls = cls
         self.arguments = (fields, frozen, compared, hashed)
-        self.functions: dict[str, Callable[..., Any]] | None = None
+        self.functions: dict[str, Callable[..., Any]] = {}
 
     def stand_in(self, name: str) -> _StandIn:
         return _StandIn(self, name)
 
-    def compiled(self) -> dict[str, Callable[..., Any]]:
-        """The compiled methods, put in place of the stand-ins the class still holds."""
-        functions = self.functions
-        if functions is None:
-            functions = _compiled_methods(*self.arguments)
+    def compiled(self, name: str) -> Callable[..., Any]:
+        """The compiled method ``name`` (``__init__`` alone, or ``__eq__`` with
+        ``__hash__``), put in place of the stand-ins the class still holds."""
+        function = self.functions.get(name)
+        if function is None:
+            fields, frozen, compared, hashed = self.arguments
+            made = _compiled_methods(fields, frozen, compared, hashed,
+                                     comparison=name != "__init__")
             cls = self.cls
-            for name, function in functions.items():
-                function.__qualname__ = f"{cls.__qualname__}.{name}"
-                held = cls.__dict__.get(name)
+            for made_name, made_function in made.items():
+                made_function.__qualname__ = f"{cls.__qualname__}.{made_name}"
+                held = cls.__dict__.get(made_name)
                 if isinstance(held, _StandIn) and held.methods is self:
-                    setattr(cls, name, function)
-            self.functions = functions
-        return functions
+                    setattr(cls, made_name, made_function)
+            self.functions.update(made)
+            function = made[name]
+        return function
 
 
 class _StandIn:
@@ -170,14 +176,16 @@ class _StandIn:
         self.name = name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        function = self.methods.compiled()[self.name]
-        return function.__get__(obj, owner)
+        return self.methods.compiled(self.name).__get__(obj, owner)
 
 
 def _compiled_methods(fields: list[dataclasses.Field], frozen: bool, compared: tuple[str, ...] | None,
-                      hashed: tuple[str, ...] | None) -> dict[str, Callable[..., Any]]:
-    """``__init__``, and ``__eq__`` and ``__hash__`` over the fields named (where not None),
-    compiled from source in one go: they run as fast as the standard ones."""
+                      hashed: tuple[str, ...] | None,
+                      comparison: bool = False) -> dict[str, Callable[..., Any]]:
+    """``__init__``, or (with ``comparison``) ``__eq__`` and ``__hash__`` over the fields
+    named (where not None), compiled from source: they run as fast as the standard ones."""
+    if comparison:
+        return _compiled_comparison(compared, hashed)
     params: list[str] = []
     lines: list[str] = []
     values: dict[str, Any] = {"__kdsl_factory": _FACTORY, "__kdsl_object": object}
@@ -202,28 +210,36 @@ def _compiled_methods(fields: list[dataclasses.Field], frozen: bool, compared: t
                      else f"self.{f.name} = {value}")
     body = "\n".join(f"        {line}" for line in lines or ["pass"])
     source = [f"def __kdsl_make({', '.join(values)}):",
-              f"    def __init__(self{''.join(', ' + p for p in params)}):", body]
-    made = ["__init__"]
+              f"    def __init__(self{''.join(', ' + p for p in params)}):", body,
+              "    return __init__"]
+    namespace: dict[str, Any] = {}
+    exec("\n".join(source) + "\n", {}, namespace)
+    init = namespace["__kdsl_make"](*values.values())
+    init.__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
+    return {"__init__": init}
+
+
+def _compiled_comparison(compared: tuple[str, ...] | None,
+                         hashed: tuple[str, ...] | None) -> dict[str, Callable[..., Any]]:
+    source: list[str] = []
+    made: list[str] = []
     if compared is not None:  # as the standard __eq__ of this Python compares
         if sys.version_info >= (3, 13):  # field by field (NaN unequal to itself)
             test = " and ".join(f"self.{f} == other.{f}" for f in compared) or "True"
-            source += ["    def __eq__(self, other):", "        if self is other:",
-                       "            return True"]
+            source += ["def __eq__(self, other):", "    if self is other:",
+                       "        return True"]
         else:  # as tuples (the same NaN object equal to itself)
             test = f"{_tuple('self', compared)} == {_tuple('other', compared)}"
-            source += ["    def __eq__(self, other):"]
-        source += ["        if other.__class__ is self.__class__:", f"            return {test}",
-                   "        return NotImplemented"]
+            source += ["def __eq__(self, other):"]
+        source += ["    if other.__class__ is self.__class__:", f"        return {test}",
+                   "    return NotImplemented"]
         made.append("__eq__")
     if hashed is not None:
-        source += ["    def __hash__(self):", f"        return hash({_tuple('self', hashed)})"]
+        source += ["def __hash__(self):", f"    return hash({_tuple('self', hashed)})"]
         made.append("__hash__")
-    source.append(f"    return {', '.join(made)},")
     namespace: dict[str, Any] = {}
     exec("\n".join(source) + "\n", {}, namespace)
-    functions = dict(zip(made, namespace["__kdsl_make"](*values.values())))
-    functions["__init__"].__annotations__ = {**{f.name: f.type for f in fields}, "return": None}
-    return functions
+    return {name: namespace[name] for name in made}
 
 
 def _tuple(name: str, fields: tuple[str, ...]) -> str:

@@ -158,3 +158,19 @@ def test_a_field_without_a_default_after_one_with_is_refused() -> None:
         class Wrong:
             a: int = 0
             b: int
+
+
+@pytest.mark.parametrize("flags", [{}, {"frozen": True}])
+def test_comparison_compiles_on_first_use_and_then_matches(flags: dict) -> None:
+    standard, record = pair(flags)
+    a, b = record(1, [2.0]), record(1, [2.0])
+    # instances made, none compared yet: __eq__ (and __hash__) are still stand-ins
+    assert isinstance(vars(record)["__eq__"], records._StandIn)
+    want_a, want_b = standard(1, [2.0]), standard(1, [2.0])
+    assert (a == b) == (want_a == want_b) and (a != record(2, [2.0]))
+    assert not isinstance(vars(record)["__eq__"], records._StandIn)
+    if flags.get("frozen"):
+        frozen_a, frozen_b = record(1, (2.0,), "p", ()), record(1, (2.0,), "p", ())
+        assert hash(frozen_a) == hash(frozen_b) == hash(standard(1, (2.0,), "p", ()))
+    else:
+        assert record.__hash__ is None
