@@ -78,6 +78,14 @@ def _positional(lo: FunctionLowering, node: ast.Call, args: list, name: str, low
         lo.error(f"{name}() takes {expected} positional arguments, got {len(args)}", node)
 
 
+def _same_length(lo: FunctionLowering, a: Value, b: Value, what: str) -> None:
+    """A ValueError at run time (as NumPy's) unless 1-D ``a`` and ``b`` have one length:
+    the primitive would read or write past the shorter one."""
+    sizes = [lo.array_dim(a, 0), lo.array_dim(b, 0)]
+    lo.builder.create("raise_shape_error", [lo.op("eq", *sizes), *sizes],
+                      {"axis": 0, "what": what})
+
+
 @builtin(bits)
 def _bits(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     v = lo.value_of(args[0], node)
@@ -172,6 +180,7 @@ def _argsort(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
         out = _vector(lo, node, out_arg, "argsort", "out")
         if out.type.dtype != T.i64:
             lo.error(f"argsort() writes int64 indices; out is {out.type}", node)
+        _same_length(lo, keys, out, "argsort(keys, out=): the lengths of keys and out")
     lo.call_func(kernels.argsort_func(keys.type.dtype), [keys, out], node)
     return out
 
@@ -181,6 +190,7 @@ def _sort_by_key(lo: FunctionLowering, node: ast.Call, args: list) -> Any:
     _positional(lo, node, args, "sort_by_key", 2, 2)
     keys = _vector(lo, node, args[0], "sort_by_key", "keys")
     values = _vector(lo, node, args[1], "sort_by_key", "values")
+    _same_length(lo, keys, values, "sort_by_key(keys, values): the lengths of keys and values")
     return lo.call_func(radix_sort_func(keys.type.dtype, values.type.dtype), [keys, values], node)
 
 
@@ -193,19 +203,34 @@ def _searchsorted(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     side = "left" if side_node is None else _constant(lo, side_node, "side", node)
     if side not in ("left", "right"):
         lo.error(f"side must be 'left' or 'right', got {side!r}", node)
-    one, many = search_funcs(a.type.dtype, side)
     v = lo.value_of(args[1], node)
     if is_array(v):
         v = _vector(lo, node, v, "searchsorted", "v")
-        if v.type.dtype != a.type.dtype:
-            lo.error(f"searchsorted() needs v of a's type {a.type.dtype}, got {v.type.dtype}", node)
+        _, many = search_funcs(_search_type(lo, node, a.type.dtype, v.type.dtype), side)
         out = _new_array(lo, node, [lo.array_dim(v, 0)], T.i64, "empty", None)
         lo.call_func(many, [a, v, out], node)
         return out
     if not isinstance(v.type, T.ScalarType):
         lo.error(f"searchsorted() needs a scalar or an array for v, got {v.type}", node)
-    return lo.strong(lo.builder.cast(lo.call_func(one, [a, lo.coerce(v, a.type.dtype, node)],
-                                                  node), T.i64))
+    common = _search_type(lo, node, a.type.dtype, v.type)
+    one, _ = search_funcs(common, side)
+    # strong: a Python number keeps its NumPy type in the comparisons, as in NumPy's
+    x = lo.strong(lo.coerce(v, common, node))
+    return lo.strong(lo.builder.cast(lo.call_func(one, [a, x], node), T.i64))
+
+
+def _search_type(lo: FunctionLowering, node: ast.Call, a: T.ScalarType, v: T.ScalarType
+                 ) -> T.ScalarType:
+    """The type ``searchsorted`` compares in, as NumPy's: the common type of ``a``'s and
+    ``v``'s (a Python number as NumPy makes it: an int64 or a float64), so an int ``a``
+    searched for ``2.5`` is not searched for 2. The elements of ``a`` are promoted as
+    they are compared."""
+    if a == v:
+        return a
+    try:
+        return T.scalar_from_numpy(np.result_type(a.numpy_dtype, v.numpy_dtype))
+    except Exception:  # noqa: BLE001
+        lo.error(f"searchsorted() cannot compare {a} and {v}", node)
 
 
 @builtin(primitives.segment_sum)
