@@ -360,6 +360,7 @@ KEYWORD_BUILTINS: list[Any] = [py.print]
 _NUMPY_ALLOCATORS: dict[Any, str] = {
     np.zeros: "zeros", np.ones: "ones", np.empty: "empty", np.full: "full",
     np.zeros_like: "zeros_like", np.ones_like: "ones_like", np.empty_like: "empty_like",
+    np.full_like: "full_like",
 }
 # kdsl's own allocators (kdsl/runtime/arrays.py) carry their kind in ``__kdsl_allocator__``
 _DEFAULT_DTYPE = {"numpy": T.f64, "kdsl": T.f32}
@@ -396,8 +397,17 @@ def _allocate(lo: FunctionLowering, node: ast.Call) -> Value:
     kind, default = _allocator_kind(fn) or ("", None)
     if kind.endswith("_like"):
         fill = kind.removesuffix("_like")
+        fill_value = None
+        if fill == "full":  # np.full_like(a, fill_value, dtype=None)
+            if len(positional) == 3 and "dtype" not in keywords:
+                keywords["dtype"] = positional.pop()
+            if len(positional) == 2 and "fill_value" not in keywords:
+                keywords["fill_value"] = positional.pop()
+            if "fill_value" not in keywords:
+                lo.error("full_like() needs an array and a fill value", node)
+            fill_value = lo.value(keywords.pop("fill_value"))
         if len(positional) != 1:
-            lo.error("zeros_like() takes one array", node)
+            lo.error(f"{kind}() takes one array", node)
         like = lo.value(positional[0])
         if not isinstance(like.type, T.ArrayType):
             lo.error(f"zeros_like() needs an array, got {like.type}", node)
@@ -405,7 +415,7 @@ def _allocate(lo: FunctionLowering, node: ast.Call) -> Value:
         dtype: Any = like.type.dtype
         if "dtype" in keywords:
             dtype = _dtype(lo, keywords.pop("dtype"), node)
-        return _new_array(lo, node, dims, dtype, fill, None)
+        return _new_array(lo, node, dims, dtype, fill, fill_value)
     fill = kind
     names = ["shape", "fill_value", "dtype"] if fill == "full" else ["shape", "dtype"]
     given = dict(zip(names, positional))
@@ -444,6 +454,8 @@ def _new_array(lo: FunctionLowering, node: ast.Call, dims: list[Value], dtype: A
     if fill_value is not None:
         if not isinstance(fill_value.type, T.ScalarType):
             lo.error(f"the fill value must be a scalar, got {fill_value.type}", node)
+        if isinstance(dtype, T.ScalarType) and dtype.is_integer and fill_value.type.is_integer:
+            fill_value = lo.coerce(fill_value, dtype, node)  # kd.full(n, 300, kd.u8): NumPy's OverflowError
         operands.append(fill_value)
     last = lo.builder.known_constants.get(dims[-1])  # kd.zeros((n, 3)): a fixed last axis
     fixed = last if type(last) is int and last in T.FIXED_LAST_AXIS_SIZES else None
@@ -487,11 +499,23 @@ def _array_method(lo: FunctionLowering, node: ast.Call) -> Any:
     type."""
     func = node.func
     if not isinstance(func, ast.Attribute) or func.attr not in (*_ARRAY_METHODS, "copy",
-                                                                "astype"):
+                                                                "astype", "cumsum", "fill"):
         return None
     base = lo.expr(func.value)
     if isinstance(base, (Static, TupleValue)):
         return None  # kd.sum(...), np.max(...): evaluated again, with no side effects
+    if func.attr == "fill" and is_array(base):  # a.fill(v) is a[...] = v
+        if len(node.args) != 1 or node.keywords:
+            lo.error("a.fill() takes one value", node)
+        target = ast.Subscript(func.value, ast.Constant(Ellipsis), ast.Store())
+        lo.stmt(ast.fix_missing_locations(ast.copy_location(
+            ast.Assign([ast.copy_location(target, node)], node.args[0]), node)))
+        return Static(None)
+    if func.attr == "cumsum" and is_array(base):  # a.cumsum(axis) is np.cumsum(a, axis)
+        axis = [ast.keyword("axis", a) for a in node.args]
+        call = ast.copy_location(ast.Call(func.value, [func.value], [*axis, *node.keywords]),
+                                 node)
+        return BUILTINS[np.cumsum](lo, call, [base])
     if func.attr == "copy" and is_array(base):
         if node.args or node.keywords:
             lo.error("a.copy() takes no arguments in kernels", node)

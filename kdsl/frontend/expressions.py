@@ -228,10 +228,33 @@ class ExpressionLowering(VectorLowering, TensorLowering):
         return self.op(name, self.coerce(a, scalar, node), self.coerce(b, scalar, node), node=node)
 
     def expr_Compare(self, node: ast.Compare) -> Any:
+        if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+            first = self.expr(node.left)
+            if isinstance(first, TupleValue) or isinstance(first, Static) and isinstance(
+                    first.obj, tuple):
+                return self._compare_tuples(first, self.expr(node.comparators[0]),
+                                            isinstance(node.ops[0], ast.NotEq), node)
         # a < b < c is (a < b) and (b < c), with b evaluated once and c only if needed
         left = self.value(node.left)
         pieces = list(zip(node.ops, node.comparators))
         return self._compare_chain(left, pieces, node)
+
+    def _compare_tuples(self, a: Any, b: Any, negated: bool, node: ast.Compare) -> Value:
+        """``a.shape == b.shape``: tuples are equal where their lengths and items are."""
+        items = []
+        for side in (a, b):
+            if isinstance(side, Static) and isinstance(side.obj, tuple):
+                side = TupleValue(tuple(Static(item) for item in side.obj))
+            if not isinstance(side, TupleValue):
+                self.error("a tuple compares only with a tuple", node)
+            items.append(side.items)
+        if len(items[0]) != len(items[1]):
+            return self.constant(negated, T.bool_)
+        equal = self.constant(True, T.bool_)
+        for x, y in zip(*items):
+            same = self.compare("eq", self.value_of(x, node), self.value_of(y, node), node)
+            equal = self.op("bit_and", equal, same, node=node)
+        return self.op("logical_not", equal, node=node) if negated else equal
 
     def _compare_chain(self, left: Value, pieces: list, node: ast.Compare) -> Value:
         op, right_node = pieces[0]

@@ -76,4 +76,6 @@ def _outer(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
 def _transpose(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     _arity(lo, node, args, 1, "transpose")
     (m,) = _values(lo, node, args)
+    if isinstance(m.type, T.ArrayType):  # np.transpose(a) of an array is the view a.T
+        return m if m.type.ndim == 1 else lo.array_transpose(m, node)
     return lo.op("transpose", m, node=node)
