@@ -101,7 +101,8 @@ class Tape(TapeReverse):
         self.checkpoint_every = checkpoint_every
         self._segments: list[Segment] = []
         self._calls: list[Call] = []
-        self._active: set[int] = set()  # ids of the active arrays (see the module's doc)
+        # the active arrays (see the module's doc), by id
+        self._active: dict[int, Any] = {}
         self._leaves: dict[int, Any] = {}  # the arrays with requires_grad=True, by id
         # float arrays active calls returned (no gradient flows back through them yet):
         # by id, the array (or a weak reference to it) and the kernel's name
@@ -147,7 +148,7 @@ class Tape(TapeReverse):
         if type(a) is DeviceArray and not a.requires_grad or type(a) is np.ndarray:
             return False
         if getattr(a, "requires_grad", False):
-            self._active.add(id(a))
+            self._active[id(a)] = a
             self._leaves[id(a)] = a
             return True
         return False
@@ -186,6 +187,8 @@ class Tape(TapeReverse):
         known = self._active
         active = [k for k in plan.float_arrays
                   if id(args[k]) in known or self._requires_grad(args[k])]
+        if known and len(active) < len(plan.float_arrays):
+            self._refuse_views_of_active(kernel, plan, args, plain)
         for k in plan.float_scalars:
             a = args[k]
             if type(a) is TapeScalar and a.tape is self:
@@ -235,10 +238,27 @@ class Tape(TapeReverse):
         returned = result if type(result) is tuple else (result,)
         if returned_types is not None and self._returns_new_arrays(returned, plain):
             call.returned, call.returned_types = returned, returned_types
-            self._active.update(id(r) for r in returned if _is_float_array(r))
+            self._active.update((id(r), r) for r in returned if _is_float_array(r))
         elif argnums and result is not None:
             self._remember_returned(result, kernel.__name__)
         return result
+
+    def _refuse_views_of_active(self, kernel: Kernel, plan: RecordPlan, args: tuple,
+                                plain: tuple) -> None:
+        """A ValueError where a floating-point array argument that carries no gradient
+        shares memory with one that does (a view of it, ``x[:, 1]``, or its NumPy array):
+        the gradient flowing through it would be lost."""
+        known = self._active
+        for k in plan.float_arrays:
+            if id(args[k]) in known:
+                continue
+            for other in known.values():
+                if overlaps(plain[k], other):
+                    raise ValueError(
+                        f"kd.Tape: argument '{plan.names[k]}' of {kernel.__name__} shares memory "
+                        "with an array that carries gradients under the tape (it is a view of "
+                        "it, or its NumPy array) but is not that array; gradients do not flow "
+                        "through views: pass the array itself and index it in the kernel")
 
     def _commit(self, call: Call, taken: dict[int, Any], copied_bytes: int) -> None:
         """Adds a call that ran, with the copies made for it, to the record."""
@@ -271,7 +291,7 @@ class Tape(TapeReverse):
         arrays = call.plan.arrays
         for k in call.argnums:
             if k in arrays:
-                self._active.add(id(args[k]))
+                self._active[id(args[k])] = args[k]
         if call.argnums and call.gradient is None:
             self._differentiated[call.plan] = call.kernel
         self._calls.append(call)

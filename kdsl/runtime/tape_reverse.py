@@ -28,7 +28,7 @@ class TapeReverse:
     checkpoint_every: int | None
     _calls: list[Call]
     _segments: list[Segment]
-    _active: set[int]
+    _active: dict[int, Any]
     _leaves: dict[int, Any]
     _busy: bool
     _differentiated: dict[Any, Any]  # RecordPlan -> Kernel

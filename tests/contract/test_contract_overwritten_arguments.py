@@ -2,11 +2,13 @@
 ...``, ``out[1:, :] = ...``), as PyTorch and Warp users write layers into output
 arrays: the overwritten elements' values before the call contribute nothing, so their
 gradient is zero, and under kd.Tape an output written again by a later call passes
-back only what its earlier value fed (API.md section 8)."""
+back only what its earlier value fed; a view of an array that carries gradients,
+passed under a tape, is an error rather than a constant (API.md section 8)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import kdsl as kd
 
@@ -68,3 +70,23 @@ def test_scratch_outputs_written_again_by_later_layers_of_a_tape(rng) -> None:
             lo[k][index] -= eps
             expected[index] = (forward(*hi) - forward(*lo)) / (2 * eps)
         np.testing.assert_allclose(w.grad.numpy(), expected, rtol=1e-6, atol=1e-8)
+
+
+@kd.kernel
+def rows_and_column(x: kd.Array[kd.f64, 2], column: kd.Array[kd.f64]) -> kd.f64:
+    return kd.sum(x * x) + kd.sum(column * column)
+
+
+def test_a_view_of_an_array_with_gradients_is_refused_by_the_tape(rng) -> None:
+    # PyTorch users pass x[:, 1] and expect its gradient in x.grad: the tape took the view
+    # for a constant array and the gradient through it was lost
+    x = kd.array(rng.random((4, 3)), requires_grad=True)
+    for column in (x[:, 1], x.numpy()[:, 0]):
+        with kd.Tape(), pytest.raises(ValueError, match="argument 'column' of rows_and_column "
+                                                         "shares memory with an array that "
+                                                         "carries gradients"):
+            rows_and_column(x, column)
+    with kd.Tape() as tape:
+        loss = rows_and_column(x, x.numpy()[:, 1].copy())  # a copy: a constant
+    tape.backward(loss)
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * x.numpy(), rtol=1e-12)
