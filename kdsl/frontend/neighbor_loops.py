@@ -15,7 +15,7 @@ from kdsl.frontend.neighbor_positions import body_reading_the_copy
 from kdsl.frontend.tensors import is_array
 from kdsl.frontend.values import Static, TupleValue
 from kdsl.ir.core import Value
-from kdsl.primitives.grid_source import AXES, build_func, query_source
+from kdsl.primitives.grid_source import AXES, MAX_CELLS, build_func, cells_func, query_source
 from kdsl.primitives.neighbor_grid import NeighborGrid
 from kdsl.records import dataclass
 
@@ -82,11 +82,23 @@ def _build(lo: FunctionLowering, node: ast.Call, args: list) -> Static:
     cell = lo.coerce(lo.value_of(args[1], node), element.element, node)
     lower = _as_vector(lo, args[2], element, "lower", node)
     upper = _as_vector(lo, args[3], element, "upper", node)
+    _check_cells(lo, lo.call_func(cells_func(element.size), [cell, lower, upper], node))
     built = lo.call_func(build_func(element.size, element.element, periodic),
                          [x, cell, lower, upper], node)
     names = ["start", "order", "sorted_x", "lower", "inverse", "extent",
              *(f"n{a}" for a in AXES[:element.size])]
     return Static(GridInKernel(element.size, periodic, element, dict(zip(names, built.items)), x))
+
+
+def _check_cells(lo: FunctionLowering, cells: Value) -> None:
+    """ValueErrors at run time, as the grid in plain Python raises them, for a grid whose
+    cells cannot be counted or are too many to number."""
+    lo.builder.create("raise_value_error", [lo.op("ge", cells, lo.constant(0)), cells], {
+        "what": "NeighborGrid(): cell_size must be positive and upper must exceed lower "
+                "along every axis"})
+    lo.builder.create("raise_value_error", [lo.op("lt", cells, lo.constant(MAX_CELLS)), cells], {
+        "what": f"NeighborGrid(): too many cells (each at least cell_size wide; at most "
+                f"{MAX_CELLS - 1}); choose a larger cell_size or a smaller domain"})
 
 
 KEYWORD_BUILTINS.append(NeighborGrid)

@@ -68,6 +68,38 @@ def _build_source(dim: int, scalar: T.ScalarType, periodic: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cells_source(dim: int) -> str:
+    axes = AXES[:dim]
+    lines = [
+        "@kd.func",
+        "def grid_cells(cell_size, lower, upper):",
+        "    extent = upper - lower",
+        f"    if not (cell_size > 0 and {' and '.join(f'extent.{a} > 0' for a in axes)}):",
+        "        return kd.i64(-1)",
+        "    total = kd.f64(1.0)",
+    ]
+    for a in axes:
+        lines += [f"    total = total * max(kd.floor(kd.f64(extent.{a} / cell_size)), 1.0)"]
+    lines += [
+        f"    if not total < {MAX_CELLS}.0:",
+        f"        return kd.i64({MAX_CELLS})",
+        "    return kd.i64(total)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+#: The most cells a grid may have (its cell keys are int32).
+MAX_CELLS = 2**31 - 1
+
+
+@functools.cache
+def cells_func(dim: int) -> Any:
+    """``grid_cells(cell_size, lower, upper) -> i64``: the number of cells a grid over
+    ``[lower, upper)`` has (``MAX_CELLS`` when it would have more), or -1 when
+    ``cell_size`` is not positive or ``upper`` does not exceed ``lower`` on every axis."""
+    return as_func(define(_cells_source(dim), "grid_cells", f"neighbor grid cells {dim}d"))
+
+
 @functools.cache
 def build_func(dim: int, scalar: T.ScalarType, periodic: bool) -> Any:
     """``build_grid(x, cell_size, lower, upper)``: the grid's arrays and sizes."""
@@ -94,8 +126,16 @@ def query_source(dim: int, periodic: bool, target: str, prefix: str) -> str:
              f"{g}p = ({g}q - {g}lower) * {g}inverse",
              f"{g}inverse_extent = 1.0 / {g}extent"]
     for a in axes:
+        # the reach in cells, kept within [-1, n] before it becomes an integer: a radius
+        # longer than the domain (1e30, inf) reaches every cell, a NaN or negative one none
         lines += [f"{g}c{a} = kd.i64(kd.floor({g}p.{a}))",
-                  f"{g}reach{a} = kd.i64(kd.ceil({g}radius * {g}inverse.{a}))"]
+                  f"{g}span{a} = {g}radius * {g}inverse.{a}",
+                  f"if not {g}span{a} >= -1.0:",
+                  f"    {g}span{a} = -1.0",
+                  f"if {g}span{a} > {g}n{a}:",
+                  f"    {g}reach{a} = {g}n{a}",
+                  "else:",
+                  f"    {g}reach{a} = kd.i64(kd.ceil({g}span{a}))"]
         if periodic:
             lines += [f"{g}c{a} = {g}c{a} % {g}n{a}",
                       f"{g}s{a} = {g}c{a} - {g}reach{a}",

@@ -42,7 +42,14 @@ class NeighborGrid:
         self.extent = (_vector(upper, dim, "upper") - _vector(lower, dim, "lower")).astype(x.dtype)
         if not np.all(self.extent > 0):
             raise ValueError("upper must exceed lower along every axis")
-        self.cells = np.maximum((self.extent / x.dtype.type(cell_size)).astype(np.int64), 1)
+        from kdsl.primitives.grid_source import MAX_CELLS
+
+        with np.errstate(over="ignore"):
+            per_axis = np.maximum(np.floor((self.extent / x.dtype.type(cell_size)).astype(np.float64)), 1.0)
+        if not np.prod(per_axis) < MAX_CELLS:
+            raise ValueError(f"NeighborGrid(): too many cells (each at least cell_size wide; at "
+                             f"most {MAX_CELLS - 1}); choose a larger cell_size or a smaller domain")
+        self.cells = per_axis.astype(np.int64)
         self.inverse = (self.cells.astype(x.dtype) / self.extent).astype(x.dtype)
         coords = self._cells_of(x)
         keys = np.ravel_multi_index(coords.T, self.cells) if len(x) else np.zeros(0, np.int64)
@@ -65,8 +72,9 @@ class NeighborGrid:
         inverse_extent = (self.dtype.type(1.0) / self.extent).astype(self.dtype)
         ranges = []
         for a in range(len(q)):
-            reach = math.ceil(r * self.inverse[a])
             n = int(self.cells[a])
+            span = float(r * self.inverse[a])   # as kernels: within [-1, n], NaN as -1
+            reach = n if span > n else math.ceil(span) if span >= -1.0 else -1
             if self.periodic:
                 start, stop = centre[a] - reach, centre[a] + reach + 1
                 if stop - start > n:
