@@ -1,18 +1,20 @@
-"""LLVM IR to object code through a dozen C functions of llvmlite's shared library,
-called with ctypes, without importing ``llvmlite.binding``.
+"""LLVM IR to object code, and object code into a JIT engine, through a few dozen C
+functions of llvmlite's shared library called with ctypes, without importing
+``llvmlite.binding``.
 
 Importing ``llvmlite.binding`` costs about 15 ms of the interpreter's time (ctypes
 declarations of several hundred functions), during which no other Python thread runs:
 on a first compile, that time came before the module's parts could start compiling.
 Compiling a module or its parts (see ``cpu.compile_parts``) and loading the object code
-into a JIT engine need only a few dozen of those functions: declared here, they let a
-first compile run without importing llvmlite.binding at all.
+(``native_code.load_object``) need only the functions declared here: a first compile
+runs without importing llvmlite.binding at all.
 
 The C signatures are those of the llvmlite versions in ``SUPPORTED``; with any other
-version (or no shared library where it is expected) ``functions`` is None and every
-compile takes ``cpu.compile_to_object``. The code made is the same: a target machine
-made with the same triple, CPU, features and options as ``cpu.new_target_machine``, the
-same pipeline and tuning options as ``cpu.optimize``.
+version (or no shared library where it is expected) ``functions`` is None, and compiles
+and loads go through llvmlite.binding as before. The code made is the same: a target
+machine made with the same triple, CPU, features and options as
+``cpu.new_target_machine``, the same pipeline and tuning options as ``cpu.optimize``.
+IR that ``cpu.optimize`` rewrites after optimising (``NEEDS_BINDING``) takes that path.
 """
 
 from __future__ import annotations
