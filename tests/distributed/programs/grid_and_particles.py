@@ -165,6 +165,76 @@ def check_cuda_arrays() -> None:
     del os.environ["KDSL_MPI_CUDA_AWARE"]
 
 
+@kd.kernel
+def life_step(src: kd.Array[kd.u8, 2], dst: kd.Array[kd.u8, 2]):
+    """Conway's game of life on the interior of a local array with one ghost layer (the
+    mpi4py tutorials' stencil: every cell reads its 8 neighbours, corners included)."""
+    for i, j in kd.ndrange(src.shape[0] - 2, src.shape[1] - 2):
+        alive = 0
+        for di in range(3):
+            for dj in range(3):
+                if di != 1 or dj != 1:
+                    alive += kd.i32(src[i + di, j + dj])
+        me = src[i + 1, j + 1]
+        dst[i + 1, j + 1] = kd.u8(1) if alive == 3 or (alive == 2 and me == 1) else kd.u8(0)
+
+
+@kd.kernel
+def box_blur_3d(src: kd.Array[kd.f64, 3], dst: kd.Array[kd.f64, 3]):
+    """The mean of the 27 cells around each interior cell (a 3-D stencil with corners)."""
+    for i, j, k in kd.ndrange(src.shape[0] - 2, src.shape[1] - 2, src.shape[2] - 2):
+        total = 0.0
+        for a in range(3):
+            for b in range(3):
+                for c in range(3):
+                    total += src[i + a, j + b, k + c]
+        dst[i + 1, j + 1, k + 1] = total / 27.0
+
+
+def life_reference(board: np.ndarray, steps: int) -> np.ndarray:
+    for _ in range(steps):
+        alive = sum(np.roll(board, (di, dj), axis=(0, 1))
+                    for di in (-1, 0, 1) for dj in (-1, 0, 1) if di or dj)
+        board = ((alive == 3) | ((alive == 2) & (board == 1))).astype(np.uint8)
+    return board
+
+
+def check_stencil_programs() -> None:
+    """Stencil codes as mpi4py users write them, on every rank count bit for bit the
+    single-process result: a periodic game of life (a glider crosses the block edges and
+    the box's corners) and a 27-point blur in 3-D with one closed axis."""
+    board = np.zeros((20, 18), np.uint8)
+    board[1:4, 1:4] = [[0, 1, 0], [0, 0, 1], [1, 1, 1]]             # a glider
+    board[10:13, 12] = 1                                             # a blinker
+    board[15:17, 2:4] = 1                                            # a block
+    grid = kdd.Grid(board.shape, ghost=1, periodic=True)
+    a, b = grid.zeros(np.uint8), grid.zeros(np.uint8)
+    a[grid.interior] = board[grid.local_slices]
+    for _ in range(45):
+        grid.halo_exchange(a)
+        life_step(a, b)
+        a, b = b, a
+    result = grid.gather(a)
+    assert RANK != 0 or np.array_equal(result, life_reference(board, 45))
+    field = np.random.default_rng(8).random((9, 8, 10))
+    grid3 = kdd.Grid(field.shape, ghost=1, periodic=(True, False, True))
+    u, v = grid3.zeros(np.float64), grid3.zeros(np.float64)
+    u[grid3.interior] = field[grid3.local_slices]
+    expected = field
+    for _ in range(3):
+        grid3.halo_exchange(u)
+        box_blur_3d(u, v)
+        u, v = v, u
+        padded = expected
+        for axis, wraps in enumerate(grid3.periodic):    # zero ghosts at the closed edges
+            pad = [(0, 0)] * 3
+            pad[axis] = (1, 1)
+            padded = np.pad(padded, pad, mode="wrap" if wraps else "constant")
+        expected = sum(padded[a:a + 9, b:b + 8, c:c + 10] for a in range(3) for b in range(3)
+                       for c in range(3)) / 27.0
+    assert np.array_equal(u[grid3.interior], expected[grid3.local_slices])
+
+
 def check_heat_solver() -> None:
     """The distributed SOR equals the single-process solve bit for bit."""
     n = 40
@@ -322,6 +392,7 @@ def main() -> None:
     check_bad_input()
     check_cuda_arrays()
     check_heat_solver()
+    check_stencil_programs()
     check_particles()
     check_particles_on_edges()
     check_lennard_jones()
