@@ -182,9 +182,13 @@ class FunctionLowering(StatementLowering):
                     if not isinstance(v.type, T.ArrayType) or v.type.dtype != annotation.dtype or (
                         v.type.ndim != annotation.ndim
                     ):
+                        hint = ""
+                        if not isinstance(annotation.dtype, T.ScalarType):
+                            hint = (f" (an array of {annotation.dtype} made in a kernel: "
+                                    f"kd.zeros(n, kd.{annotation.dtype}))")
                         self.error(
-                            f"argument '{p.arg}' of {source.name}() expects {annotation}, got {v.type}",
-                            node,
+                            f"argument '{p.arg}' of {source.name}() expects {annotation}, got "
+                            f"{v.type}{hint}", node,
                         )
                 else:
                     v = self.coerce(v, annotation, node)

@@ -30,6 +30,7 @@ from kdsl.integer_conversion import CONVERSION_NAMES, KDSL_INTEGER_NAMES, intege
 from kdsl.runtime.python_values import HELPERS as VALUE_HELPERS
 from kdsl.runtime.python_values import (
     ValueSemantics,
+    literal_like,
     local_names,
     set_in_value,
     update_in_value,
@@ -267,7 +268,8 @@ def _rewrite(fn: Callable[..., Any]) -> Callable[..., Any]:
     exec(compile(module, source.file, "exec"), fn.__globals__, namespace)  # noqa: S102
     code = namespace["_kd_factory"](*([None] * len(parameters))).__code__
     helpers = {name: getattr(python_mode, name) for name in HELPERS}
-    helpers.update(zip(VALUE_HELPERS, (update_value, set_in_value, update_in_value)))
+    helpers.update(zip(VALUE_HELPERS, (update_value, set_in_value, update_in_value,
+                                       literal_like)))
     helpers.update({name: op for op, name in ((_IN_PLACE[t], n) for t, n in _OPERATOR_NAMES.items())})
     cells = []
     for name in code.co_freevars:

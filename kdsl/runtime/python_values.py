@@ -7,6 +7,12 @@ local name's vector or matrix by rebinding the name to an updated copy:
 - ``w.x = e``, ``w[k] = e`` become ``w = _kd_set_in_value(w, key, e)``;
 - ``w.x += e``, ``w[k] += e`` become ``w = _kd_update_in_value(w, key, iadd, e)``.
 
+A local keeps one type in a kernel (the join of its assignments), so ``value = 0`` after
+``value = kd.i64(...)`` stores an int64 zero there, where Python would rebind the name to a
+Python int (and ``value * 10 + c`` with ``c`` uint8 would then wrap in uint8): a number
+literal assigned to a local that holds a NumPy scalar of a kind that can take it becomes
+that type, ``value = _kd_literal_like(locals().get("value"), 0)``.
+
 Anything else (an array, a number) is updated as Python would (in place where Python
 updates in place) and keeps its name. Only names local to the function are rewritten.
 """
@@ -17,9 +23,11 @@ import ast
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from kdsl.builtins import Matrix, Vector, spread_vector_index
 
-HELPERS = ("_kd_update_value", "_kd_set_in_value", "_kd_update_in_value")
+HELPERS = ("_kd_update_value", "_kd_set_in_value", "_kd_update_in_value", "_kd_literal_like")
 
 
 def _is_value(x: Any) -> bool:
@@ -57,6 +65,23 @@ def update_in_value(target: Any, key: tuple[Any, bool], in_place: Callable[[Any,
     updated = target.copy() if _is_value(target) else target
     _set(updated, key, in_place(_get(updated, key), value))
     return updated
+
+
+def literal_like(previous: Any, literal: Any) -> Any:
+    """``literal`` as the type of the NumPy scalar a local held before, where compiled code
+    gives the local that type (an int into an integer or float, a float into a float)."""
+    if not isinstance(previous, np.generic) or type(literal) is bool:
+        return literal
+    kind = previous.dtype.kind
+    if kind == "f" or kind in "iu" and type(literal) is int:
+        return previous.dtype.type(literal)  # an int the type cannot hold: OverflowError
+    return literal
+
+
+def _number_literal(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
 
 
 def local_names(tree: ast.FunctionDef) -> set[str]:
@@ -99,7 +124,13 @@ class ValueSemantics(ast.NodeTransformer):
         self.generic_visit(node)
         if len(node.targets) != 1:
             return node
-        found = self._local_base(node.targets[0])
+        target = node.targets[0]
+        if isinstance(target, ast.Name) and target.id in self.locals and _number_literal(
+                node.value):
+            previous = ast.Call(ast.Attribute(_call("locals"), "get", ast.Load()),
+                                [ast.Constant(target.id)], [])
+            return self._rebind(target.id, _call("_kd_literal_like", previous, node.value), node)
+        found = self._local_base(target)
         if found is None:
             return node
         name, key = found

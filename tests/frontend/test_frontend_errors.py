@@ -397,6 +397,20 @@ def calls_numpy_linalg(a: kd.Array[kd.f32]):
     a[0] = np.linalg.norm(a)  # error: linalg
 
 
+
+@kd.func
+def clear_vectors(out: kd.Array[kd.vec3]):
+    for i in range(out.shape[0]):
+        out[i] = kd.vec3(0.0)
+
+
+@kd.kernel
+def passes_numbers_as_vectors(a: kd.Array[kd.f32]):
+    scratch = kd.zeros((a.shape[0], 3))
+    clear_vectors(scratch)  # error: vector-array
+    a[0] = scratch[0, 0]
+
+
 # --- the checks -----------------------------------------------------------------------
 
 
@@ -493,6 +507,8 @@ CASES = [
     (slices_a_vector, F32, "vector-slice", "0:2", ["slice", "arrays", "v.xy"]),
     (calls_a_varargs_func, F32, "varargs", "takes_varargs", ["takes_varargs()", "*args"]),
     (calls_numpy_linalg, F32, "linalg", "np.linalg.norm", ["'np.linalg.norm'", "not supported"]),
+    (passes_numbers_as_vectors, F32, "vector-array", "clear_vectors",
+     ["'out'", "array<vec3, 1>", "kd.zeros(n, kd.vec3)"]),
 ]
 
 
