@@ -77,7 +77,8 @@ def lower_and_optimize(fn: Any, params: list[Parameter], options: BuildOptions,
         run_pipeline(module, PassOptions(debug=options.debug, fastmath=options.fastmath,
                                          gradient=options.gradient, vjp=options.vjp,
                                          tangent=options.tangent, target=target,
-                                         unit_axes=options.unit_axes),
+                                         unit_axes=options.unit_axes,
+                                         gradient_of_loops=options.gradient_of_loops),
                      stop_after=stop_after)
     if options.gradient is not None:
         from kdsl.runtime.gradient import gradient_results

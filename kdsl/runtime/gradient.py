@@ -73,14 +73,16 @@ class GradientKernel(DerivedKernel):
 
     label = "kd.grad"  # how errors name this kind of derived kernel
 
-    def __init__(self, kernel: Kernel, argnums: tuple[int, ...], unit_axes: UnitAxes = ()) -> None:
+    def __init__(self, kernel: Kernel, argnums: tuple[int, ...], unit_axes: UnitAxes = (),
+                 gradient_of_loops: bool = False) -> None:
         super().__init__(kernel.py_function, debug=kernel.options.debug,
                          fastmath=kernel.options.fastmath)
         self.primal = kernel
         self.argnums = argnums
         self.own_argnums = argnums  # those among the kernel's own parameters
         self.options = dataclasses.replace(kernel.options, gradient=argnums,
-                                           unit_axes=unit_axes)
+                                           unit_axes=unit_axes,
+                                           gradient_of_loops=gradient_of_loops)
         self.__name__ = f"grad_{kernel.__name__}"
         self.compile_seconds: float | None = None
 
@@ -124,12 +126,33 @@ def unit_axes_of(params: Sequence[Parameter], args: tuple, argnums: tuple[int, .
                  if (axes := _axes_of_size_one(args[k], params[k].type.ndim)))
 
 
+def writes_shared_memory(args: tuple, arrays: Sequence[int], written: Sequence[int]) -> bool:
+    """Whether an array argument a kernel writes (at a position in ``written``) shares
+    memory with another of its array arguments (the same array passed twice, or views
+    of one): the whole-array adjoints take them to be apart, the loops' adjoints do not
+    (BuildOptions.gradient_of_loops)."""
+    from kdsl.runtime.tape_memory import overlaps
+
+    return any(j != k and overlaps(args[k], args[j]) for k in written for j in arrays)
+
+
+def _shares_memory(args: tuple, arrays: list[int]) -> bool:
+    from kdsl.runtime.tape_memory import overlaps
+
+    return any(overlaps(args[k], args[j]) for n, k in enumerate(arrays) for j in arrays[n + 1:])
+
+
 def _zeros_like(a: Any) -> Any:
     if isinstance(a, np.ndarray):
         return np.zeros(a.shape, a.dtype)
     from kdsl.runtime.arrays import zeros_like
 
     return zeros_like(a)
+
+
+def _written_positions(compiled: Any) -> Sequence[int]:
+    """The positions of the arrays a specialisation (CPU or CUDA) writes."""
+    return compiled.meta["written"] if hasattr(compiled, "meta") else compiled.written
 
 
 def _is_index(k: Any) -> bool:
@@ -167,7 +190,7 @@ class Gradient:
         self.requested = normalized_argnums(kernel, argnums)
         self.argnums = tuple(sorted(set(self.requested)))  # each compiled once
         self.kernel = GradientKernel(kernel, self.argnums)
-        self._by_unit_axes: dict[UnitAxes, GradientKernel] = {(): self.kernel}
+        self._variants: dict[tuple[UnitAxes, bool], GradientKernel] = {((), False): self.kernel}
         self.primal = kernel
         self.with_value = with_value
         self.saved_bytes: int | None = None
@@ -183,10 +206,13 @@ class Gradient:
         such an axis was broadcast against a longer one, its adjoint is summed over it (as
         in NumPy, JAX and PyTorch)."""
         unit_axes = unit_axes_of(params, args, self.argnums)
-        found = self._by_unit_axes.get(unit_axes)
+        arrays = [k for k, p in enumerate(params) if _is_array(p)]
+        loops = len(arrays) > 1 and _shares_memory(args, arrays) and writes_shared_memory(
+            args, arrays, _written_positions(self.primal.specialisation(args)))
+        found = self._variants.get((unit_axes, loops))
         if found is None:
-            found = self._by_unit_axes[unit_axes] = GradientKernel(
-                self.primal, self.argnums, unit_axes)
+            found = self._variants[(unit_axes, loops)] = GradientKernel(
+                self.primal, self.argnums, unit_axes, loops)
         self.kernel = found
 
     def __call__(self, *args: Any, **keywords: Any) -> Any:

@@ -166,17 +166,27 @@ class RecordPlan:
 
         return unit_axes_of(self.compiled.params, plain, argnums)
 
+    def writes_shared_memory(self, plain: tuple) -> bool:
+        """Whether an array the call writes shares memory with another array argument
+        (its products are then taken of the loops: BuildOptions.gradient_of_loops)."""
+        if not self.written or len(self.arrays) < 2:
+            return False
+        from kdsl.runtime.gradient import writes_shared_memory
+
+        return writes_shared_memory(plain, self.arrays, self.written)
+
     def reverse_plan(self, kernel: Kernel, argnums: tuple[int, ...],
                      returned: tuple[T.ArrayType, ...] | None,
-                     unit_axes: UnitAxes = ()) -> ReversePlan:
-        key = (argnums, returned, unit_axes)
+                     unit_axes: UnitAxes = (), gradient_of_loops: bool = False) -> ReversePlan:
+        key = (argnums, returned, unit_axes, gradient_of_loops)
         found = self.reverse.get(key)
         if found is None:
             from kdsl.runtime.vjp_kernel import vjp_kernel
 
             arrays = set(self.arrays)
             found = self.reverse[key] = ReversePlan(
-                CompiledCall(vjp_kernel(kernel, argnums, returned, unit_axes)),
+                CompiledCall(vjp_kernel(kernel, argnums, returned, unit_axes,
+                                        gradient_of_loops)),
                 tuple(k for k in argnums if k in arrays),
                 tuple(k for k in argnums if k not in arrays))
         return found

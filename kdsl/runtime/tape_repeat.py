@@ -161,7 +161,8 @@ def reverse_repeated(call: Call, versions: dict[int, Any], adjoints: dict[int, A
     reverse = repeat.reverse
     if reverse is None:
         plan = call.plan.reverse_plan(call.kernel, call.argnums, None,
-                                      call.plan.unit_axes(call.plain, call.argnums))
+                                      call.plan.unit_axes(call.plain, call.argnums),
+                                      call.plan.writes_shared_memory(call.plain))
         reverse = repeat.reverse = _RepeatedReverse(plan, call)
     args = list(call.plain)
     snapshots, keep = call.snapshots, call.keep

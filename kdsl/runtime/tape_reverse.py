@@ -180,7 +180,8 @@ class TapeReverse:
         """Runs the call's vector-Jacobian product on the arrays as the call found them
         (it overwrites the arrays the call writes: copies where they are read again)."""
         plan = call.plan.reverse_plan(call.kernel, call.argnums, call.returned_types,
-                                      call.plan.unit_axes(call.plain, call.argnums))
+                                      call.plan.unit_axes(call.plain, call.argnums),
+                                      call.plan.writes_shared_memory(call.plain))
         args = list(call.plain)
         snapshots, keep, given = call.snapshots, call.keep, call.args
         for k in call.plan.arrays:

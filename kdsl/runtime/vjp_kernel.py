@@ -31,16 +31,17 @@ class VjpKernel(GradientKernel):
 
     def __init__(self, kernel: Kernel, argnums: tuple[int, ...],
                  returned: tuple[T.ArrayType, ...] | None = None,
-                 unit_axes: UnitAxes = ()) -> None:
+                 unit_axes: UnitAxes = (), gradient_of_loops: bool = False) -> None:
         count = len(inspect.signature(kernel.py_function).parameters)
         if returned is not None:
             argnums = (*argnums, *(count + j for j, t in enumerate(returned)
                                    if T.element_scalar(t.dtype).is_float))
-        super().__init__(kernel, argnums, unit_axes)
+        super().__init__(kernel, argnums, unit_axes, gradient_of_loops)
         self.returned = returned
         self.own_argnums = tuple(k for k in argnums if k < count)
         self.options = dataclasses.replace(kernel.options, gradient=argnums, vjp=True,
-                                           unit_axes=unit_axes)
+                                           unit_axes=unit_axes,
+                                           gradient_of_loops=gradient_of_loops)
         self.__name__ = f"vjp_{kernel.__name__}"
 
     def __repr__(self) -> str:
@@ -67,13 +68,14 @@ _made: weakref.WeakKeyDictionary[Kernel, dict[Any, VjpKernel]] = weakref.WeakKey
 
 def vjp_kernel(kernel: Kernel, argnums: tuple[int, ...],
                returned: tuple[T.ArrayType, ...] | None = None,
-               unit_axes: UnitAxes = ()) -> VjpKernel:
+               unit_axes: UnitAxes = (), gradient_of_loops: bool = False) -> VjpKernel:
     """The (cached) vector-Jacobian product of ``kernel`` with respect to ``argnums`` (and
     the arrays it returns, of types ``returned``, when given), for arrays at ``argnums``
-    with the axes of size 1 ``unit_axes``."""
+    with the axes of size 1 ``unit_axes`` (``gradient_of_loops``: see BuildOptions)."""
     by_argnums = _made.setdefault(kernel, {})
-    key = (argnums, returned, unit_axes)
+    key = (argnums, returned, unit_axes, gradient_of_loops)
     found = by_argnums.get(key)
     if found is None:
-        found = by_argnums[key] = VjpKernel(kernel, argnums, returned, unit_axes)
+        found = by_argnums[key] = VjpKernel(kernel, argnums, returned, unit_axes,
+                                                   gradient_of_loops)
     return found

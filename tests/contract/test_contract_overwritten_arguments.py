@@ -90,3 +90,33 @@ def test_a_view_of_an_array_with_gradients_is_refused_by_the_tape(rng) -> None:
         loss = rows_and_column(x, x.numpy()[:, 1].copy())  # a copy: a constant
     tape.backward(loss)
     np.testing.assert_allclose(x.grad.numpy(), 2.0 * x.numpy(), rtol=1e-12)
+
+
+@kd.kernel
+def dense_loss(x: kd.Array[kd.f64, 2], w: kd.Array[kd.f64, 2], out: kd.Array[kd.f64, 2]) -> kd.f64:
+    out[:] = kd.tanh(x @ w)
+    return kd.sum(out * out)
+
+
+def test_the_same_array_as_input_and_output_of_a_whole_array_layer(rng) -> None:
+    # dense(h, w, h): the whole-array adjoints read h after the layer overwrote it (the
+    # gradient of w was wrong); the gradient is then taken of the loops, as of
+    # hand-written ones
+    a, w0 = rng.uniform(-1.0, 1.0, (4, 4)), rng.uniform(-1.0, 1.0, (4, 4))
+    z = np.tanh(a @ w0)
+    g = 2.0 * z * (1.0 - z * z)
+    h = a.copy()
+    d_x, d_w, d_out = kd.grad(dense_loss, (0, 1, 2))(h, w0, h)
+    np.testing.assert_array_equal(h, a)  # the gradient leaves its arguments as they were
+    np.testing.assert_allclose(d_w, a.T @ g, rtol=1e-12)
+    np.testing.assert_allclose(d_x + d_out, g @ w0.T, rtol=1e-12)
+    d_x, d_w, d_out = kd.grad(dense_loss, (0, 1, 2))(a, w0, np.zeros((4, 4)))  # apart
+    np.testing.assert_allclose(d_w, a.T @ g, rtol=1e-12)
+    np.testing.assert_array_equal(d_out, 0.0)
+    x, w = kd.array(a.copy(), requires_grad=True), kd.array(w0, requires_grad=True)
+    with kd.Tape() as tape:
+        dense(x, w, x)
+        loss = sum_of_squares(x)
+    tape.backward(loss)
+    np.testing.assert_allclose(w.grad.numpy(), a.T @ g, rtol=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), g @ w0.T, rtol=1e-12)

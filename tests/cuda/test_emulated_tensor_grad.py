@@ -92,3 +92,18 @@ def test_gradient_of_an_overwritten_argument_on_the_device(emulated_device) -> N
     got = kd.grad(overwritten_then_read, (0, 1))(*(kd.array(a, device="cuda") for a in (y, out)))
     for a, b in zip(got, expected):
         np.testing.assert_allclose(a.numpy(), b, rtol=1e-12)
+
+
+@kd.kernel
+def layer_in_place(x: kd.Array[kd.f64, 2], w: kd.Array[kd.f64, 2], out: kd.Array[kd.f64, 2]) -> kd.f64:
+    out[:] = kd.tanh(x @ w)
+    return kd.sum(out * out)
+
+
+def test_gradient_with_the_same_array_as_input_and_output_on_the_device(emulated_device) -> None:
+    rng = np.random.default_rng(7)
+    a, w = rng.uniform(-1.0, 1.0, (5, 5)), rng.uniform(-1.0, 1.0, (5, 5))
+    z = np.tanh(a @ w)
+    h = kd.array(a, device="cuda")
+    d_w = kd.grad(layer_in_place, 1)(h, kd.array(w, device="cuda"), h)
+    np.testing.assert_allclose(d_w.numpy(), a.T @ (2.0 * z * (1.0 - z * z)), rtol=1e-12)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from kdsl.errors import CompileError
-from kdsl.ir.autodiff.tensor_activity import is_stop_gradient
+from kdsl.ir.autodiff.tensor_activity import TENSOR_OPS, is_stop_gradient
 from kdsl.ir.core import Module
 from kdsl.ir.passes import dead_code, fold_store_views, inline_funcs, lower_tensors
 
@@ -29,10 +29,17 @@ def _reverse_mode(module: Module, argnums: tuple[int, ...], options: Any) -> Non
     ops as such, or, where their adjoints do not cover them yet (an assignment in a
     loop, an array overwritten after a read its adjoint needs), of the loops they lower
     to, as of hand-written loops. A program neither way covers is the first way's
-    located error."""
+    located error. With ``gradient_of_loops`` (arguments that share memory, which the
+    whole-array adjoints take to be apart), the loops' way only."""
     from kdsl.ir.autodiff.tensor_activity import WholeArrayGradientError
 
     try:
+        if getattr(options, "gradient_of_loops", False) and any(
+                op.name in TENSOR_OPS for op in module.kernel.body.walk()):
+            raise WholeArrayGradientError(
+                "this whole-array expression cannot be differentiated when arguments the "
+                "kernel writes share memory with others; pass separate arrays",
+                next(op.location for op in module.kernel.body.walk() if op.name in TENSOR_OPS))
         _differentiate(module, argnums, options)
     except WholeArrayGradientError as whole_array_error:
         lower_tensors.run(module.kernel, options, packed_products=False)

@@ -30,6 +30,7 @@ class PassOptions:
     vjp: bool = False  # as a vector-Jacobian product (kdsl/ir/autodiff/vjp.py)
     tangent: tuple[int, ...] | None = None  # forward mode (kdsl/ir/autodiff/forward.py)
     unit_axes: tuple[tuple[int, tuple[int, ...]], ...] = ()  # BuildOptions.unit_axes
+    gradient_of_loops: bool = False  # BuildOptions.gradient_of_loops
     target: str = "cpu"  # "cpu" or "cuda": the code the IR becomes
 
 
