@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import types
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -456,13 +457,27 @@ class DerivedKernel(Kernel):
 def kernel(fn: Callable[..., Any] | None = None, *, debug: bool | None = None,
            fastmath: bool = True) -> Any:
     """Marks a kernel; ``@kd.kernel(debug=True)`` bounds-checks every array access."""
+    for option, value in (("debug", debug), ("fastmath", fastmath)):
+        if value is not None and not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"kd.kernel's {option}= takes True or False, got {value!r}")
     if fn is None:
-        return lambda f: Kernel(f, debug=debug, fastmath=fastmath)
-    return Kernel(fn, debug=debug, fastmath=fastmath)
+        return lambda f: Kernel(_python_function(f, "kernel"), debug=debug, fastmath=fastmath)
+    return Kernel(_python_function(fn, "kernel"), debug=debug, fastmath=fastmath)
 
 
 def func(fn: Callable[..., Any] | None = None) -> Any:
     """Marks a function callable from kernels (``@kd.func`` or ``@kd.func()``)."""
     if fn is None:
-        return Func
-    return Func(fn)
+        return lambda f: Func(_python_function(f, "func"))
+    return Func(_python_function(fn, "func"))
+
+
+def _python_function(fn: Any, decorator: str) -> Any:
+    """``fn``, checked to be a function written in Python (what the decorator compiles)."""
+    if getattr(fn, "__kdsl_kernel__", False) or getattr(fn, "__kdsl_func__", False):
+        raise TypeError(f"@kd.{decorator} is applied to {fn.__name__}, which already is a "
+                        "kdsl kernel or func; decorate the Python function once")
+    if not isinstance(fn, types.FunctionType):
+        raise TypeError(f"@kd.{decorator} decorates a Python function (def ...), got "
+                        f"{type(fn).__name__} {fn!r}")
+    return fn

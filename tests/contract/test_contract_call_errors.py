@@ -39,3 +39,15 @@ def test_a_mistyped_argument_names_the_parameter_what_was_expected_and_given():
     a = np.arange(4, dtype=np.float32)
     scale(a, 2, 0.5)  # an int converts to the annotated f32
     assert np.array_equal(a, np.arange(4, dtype=np.float32) * 2 + 0.5)
+
+
+def test_decorating_something_other_than_a_python_function_is_a_type_error():
+    with pytest.raises(TypeError, match=r"@kd.kernel decorates a Python function.*int 3"):
+        kd.kernel(3)
+    with pytest.raises(TypeError, match=r"@kd.func decorates a Python function.*builtin"):
+        kd.func()(abs)
+    with pytest.raises(TypeError, match=r"@kd.func is applied to scale, which already is"):
+        kd.func(scale)
+    with pytest.raises(TypeError, match=r"debug= takes True or False, got 'yes'"):
+        kd.kernel(debug="yes")
+    assert kd.kernel(fastmath=False)(scale.py_function)(np.ones(2, np.float32), 2.0, 1.0) is None
