@@ -1,6 +1,7 @@
 """Random sequences of recorded kernel calls under ``kd.Tape``: whole-array and
 hand-written in-place updates, a (1, m) row broadcast, scalars a call returned passed to
-later calls, arrays a call returned, arrays overwritten before they are read, each call
+later calls, arrays a call returned, arrays overwritten before they are read, the same
+array as input and output of a whole-array assignment, each call
 repeated up to four times in a row (recorded as the one before it), with and without
 checkpoints; the gradients of the initial values against float64 central differences of
 the same calls run outside the tape.
@@ -78,6 +79,11 @@ def consume(y: Array2, out: Array2, dt: kd.f64):
 
 
 @kd.kernel
+def mixed_into(src: Array2, y: Array2, out: Array2, dt: kd.f64):
+    out[:] = src + dt * kd.tanh(src * y)  # called with out the same array as src
+
+
+@kd.kernel
 def total(x: Array2, y: Array2, out: Array2) -> kd.f64:
     return kd.sum(x * x) + kd.sum(kd.sin(y)) + kd.mean(out * x)
 
@@ -107,9 +113,11 @@ def step(name: str, state: dict[str, Any], dt: float) -> None:
     elif name == "overwritten":
         overwrite(out, x)
         consume(y, out, dt)
+    elif name == "aliased":
+        mixed_into(x, y, x, dt)
 
 
-STEPS = ["drift", "leapfrog", "biased", "scalar", "returned", "overwritten"]
+STEPS = ["drift", "leapfrog", "biased", "scalar", "returned", "overwritten", "aliased"]
 
 
 def run(steps: list[tuple[str, int, float]], state: dict[str, Any], into: bool) -> Any:
