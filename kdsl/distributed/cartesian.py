@@ -129,10 +129,15 @@ class Grid:
 
         return kd.zeros(shape, np_dtype, device=device)
 
-    def full(self, fill_value: Any, dtype: Any = np.float32) -> np.ndarray:
+    def full(self, fill_value: Any, dtype: Any = np.float32, device: str = "cpu") -> Any:
         """A local array (ghosts included) filled with ``fill_value``."""
         np_dtype, _ = _numpy_dtype(dtype)
-        return np.full(self.local_array_shape(dtype), fill_value, np_dtype)
+        shape = self.local_array_shape(dtype)
+        if device == "cpu":
+            return np.full(shape, fill_value, np_dtype)
+        import kdsl as kd
+
+        return kd.full(shape, fill_value, np_dtype, device=device)
 
     def scatter(self, global_array: np.ndarray | None, root: int = 0,
                 dtype: Any = None) -> np.ndarray:

@@ -162,6 +162,9 @@ def check_cuda_arrays() -> None:
         assert np.array_equal(device.numpy(), host), aware
         from_device, from_host = grid.gather(device), grid.gather(host)
         assert RANK != 0 or np.array_equal(from_device, from_host)
+        filled = grid.full(2.5, dtype, device="cuda")
+        assert filled.device == "cuda" and filled.shape == host.shape
+        assert np.array_equal(filled.numpy(), grid.full(2.5, dtype))
     del os.environ["KDSL_MPI_CUDA_AWARE"]
 
 
