@@ -22,6 +22,17 @@ def _is_cuda(a: Any) -> bool:
     return getattr(a, "__kdsl_cuda__", False) is True
 
 
+def _same_device(call: str, **arrays: Any) -> bool:
+    """Whether the arrays (None ones left out) are CUDA arrays, all of them; a mix of
+    host and CUDA arrays is a ValueError naming them, as for kernels."""
+    on_cuda = {name: _is_cuda(a) for name, a in arrays.items() if a is not None}
+    if any(on_cuda.values()) and not all(on_cuda.values()):
+        where = ", ".join(f"'{name}' on {'cuda' if cuda else 'the cpu'}"
+                          for name, cuda in on_cuda.items())
+        raise ValueError(f"{call}(): arrays on different devices: {where}; move them with .to()")
+    return any(on_cuda.values())
+
+
 def _host(a: Any, name: str) -> np.ndarray:
     """The NumPy array behind ``a`` (a NumPy array, kd array or anything array-like)."""
     unwrap = getattr(a, "__kdsl_array__", None)
@@ -176,7 +187,7 @@ def sort(a: Any) -> None:
 def argsort(keys: Any, out: Any = None) -> Any:
     """The stable order of ``keys`` along its last axis, as ``np.argsort(keys,
     kind="stable")`` (NaN last): a new int64 array, or written to ``out``."""
-    if _is_cuda(keys):
+    if _same_device("argsort", keys=keys, out=out):
         t = _scalar_type(keys.dtype, "keys")
         if keys.ndim == 0:
             raise ValueError("argsort needs an array of at least one axis")
@@ -209,9 +220,7 @@ def argsort(keys: Any, out: Any = None) -> Any:
 def sort_by_key(keys: Any, values: Any) -> None:
     """Sorts 1-D ``keys`` in place, stably, NaN last, and moves ``values`` (the same
     length along their first axis) with them; returns None."""
-    if _is_cuda(keys) or _is_cuda(values):
-        if not (_is_cuda(keys) and _is_cuda(values)):
-            raise ValueError("sort_by_key: keys and values must be on the same device")
+    if _same_device("sort_by_key", keys=keys, values=values):
         _cuda_1d(keys, "keys", "sort_by_key")
         if values.ndim == 0 or values.shape[0] != keys.shape[0]:
             raise ValueError(f"sort_by_key: values need {keys.shape[0]} rows, got shape "
@@ -263,8 +272,9 @@ def searchsorted(a: Any, v: Any, side: str = "left") -> Any:
     ``np.searchsorted`` (NaN sorts last): an int64 of ``v``'s shape."""
     if side not in _SIDES:
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
-    if _is_cuda(a):
+    if _is_cuda(a):  # a host v is copied to the device
         return _cuda_searchsorted(a, v, side)
+    _same_device("searchsorted", a=a, v=v)
     data = _host(a, "a")
     if data.ndim != 1:
         raise ValueError(f"searchsorted needs a 1-D array a, got {data.ndim} axes")
@@ -320,7 +330,7 @@ def _host_to_cuda(data: np.ndarray) -> Any:
 def segment_sum(keys: Any, values: Any) -> tuple[Any, Any]:
     """Sums of ``values`` over each run of equal sorted ``keys`` (NaNs one run): the keys
     of the runs and their sums, as ``np.unique(keys)`` and ``np.add.reduceat``."""
-    cuda = _is_cuda(keys)
+    cuda = _same_device("segment_sum", keys=keys, values=values)
     k = keys if cuda else _host(keys, "keys")
     v = values if cuda else _host(values, "values")
     if k.ndim != 1 or v.ndim != 1 or k.shape != v.shape:

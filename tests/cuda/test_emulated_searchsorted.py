@@ -38,3 +38,19 @@ def test_values_are_promoted_not_truncated(emulated_device):
     floats = kd.array(np.array([0.5, 1.5, 2.5]), device="cuda")
     ints = kd.array(np.array([1, 2, 3], np.int64), device="cuda")
     np.testing.assert_array_equal(kd.searchsorted(floats, ints).numpy(), [1, 2, 3])
+
+
+def test_host_and_cuda_arrays_mixed_are_a_value_error_naming_them(emulated_device):
+    on_device = kd.array(np.array([3.0, 1.0, 2.0]), device="cuda")
+    host = np.array([3.0, 1.0, 2.0])
+    calls = [
+        (lambda: kd.argsort(on_device, out=np.zeros(3, np.int64)), "'keys' on cuda, 'out' on the cpu"),
+        (lambda: kd.argsort(host, out=kd.zeros(3, kd.i64, device="cuda")), "'out' on cuda"),
+        (lambda: kd.sort_by_key(host, on_device), "'keys' on the cpu, 'values' on cuda"),
+        (lambda: kd.segment_sum(on_device, host), "'values' on the cpu"),
+        (lambda: kd.searchsorted(np.sort(host), on_device), "'a' on the cpu, 'v' on cuda"),
+    ]
+    for call, words in calls:
+        with pytest.raises(ValueError, match="arrays on different devices: .*" + words):
+            call()
+    assert host.tolist() == [3.0, 1.0, 2.0]
