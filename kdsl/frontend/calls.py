@@ -308,6 +308,11 @@ def _len(lo: FunctionLowering, node: ast.Call, args: list) -> Any:
 
 def _atomic(kind: str) -> Handler:
     def handler(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+        if len(args) == 2 and isinstance(node.args[0], ast.Subscript):  # Taichi's spelling
+            element = node.args[0]
+            lo.error(f"kd.atomic_{kind}() takes the array and the index apart: write "
+                     f"kd.atomic_{kind}({ast.unparse(element.value)}, "
+                     f"{ast.unparse(element.slice)}, value)", node)
         _arity(lo, node, args, 3, f"atomic_{kind}")
         array = lo.value_of(args[0], node)
         if not isinstance(array.type, T.ArrayType):

@@ -1,6 +1,7 @@
-"""Loops over arrays, as in NumPy and Numba: ``for v in a``, ``for i, v in enumerate(a)``
-and ``for u, v in zip(a, b)`` become serial ``range`` loops that index the arrays
-(``a[k]``: an element, a row, a vector), rewritten in the syntax tree before lowering."""
+"""Loops over arrays, as in NumPy and Numba: ``for v in a``, ``for i, v in enumerate(a)``,
+``for u, v in zip(a, b)`` and ``for i, (u, v) in enumerate(zip(a, b))`` become serial
+``range`` loops that index the arrays (``a[k]``: an element, a row, a vector), rewritten
+in the syntax tree before lowering."""
 
 from __future__ import annotations
 
@@ -29,7 +30,13 @@ def _sequences(node: ast.For) -> tuple[list[ast.expr], ast.expr | None, list[ast
             target = node.target
             if not (isinstance(target, ast.Tuple) and len(target.elts) == 2):
                 return None
-            return [it.args[0]], start, [target.elts[1]]
+            inner = it.args[0]
+            if (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name)
+                    and inner.func.id == "zip" and inner.args and not inner.keywords
+                    and isinstance(target.elts[1], ast.Tuple)
+                    and len(target.elts[1].elts) == len(inner.args)):  # enumerate(zip(a, b))
+                return list(inner.args), start, list(target.elts[1].elts)
+            return [inner], start, [target.elts[1]]
         if it.func.id == "zip" and it.args and not it.keywords:
             target = node.target
             if not (isinstance(target, ast.Tuple) and len(target.elts) == len(it.args)):

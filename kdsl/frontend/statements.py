@@ -307,6 +307,9 @@ class StatementLowering(LoopLowering):
         cond = self.truth(self.value(node.test), node.test)
         message = ""
         if node.msg is not None:
+            if isinstance(node.msg, (ast.JoinedStr, ast.BinOp, ast.Call)):
+                self.error("an assert message must be a string literal: values cannot be "
+                           "formatted into it (print them before the assert)", node.msg)
             msg = self.expr(node.msg)
             if not (isinstance(msg, Static) and isinstance(msg.obj, str)):
                 self.error("an assert message must be a string literal", node.msg)

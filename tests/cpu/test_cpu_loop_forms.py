@@ -1,6 +1,6 @@
 """Loop forms met porting Taichi and Numba programs: ``kd.ndrange`` axes given as
 (start, stop) pairs, ``s /= x`` as a parallel product reduction, and loops over arrays
-(``for v in a``, ``enumerate``, ``zip``)."""
+(``for v in a``, ``enumerate``, ``zip``, ``enumerate(zip(...))``)."""
 
 import numpy as np
 import pytest
@@ -125,6 +125,8 @@ def over_arrays(a, b, rows, pos, out):
         s += i * v
     for u, v in zip(a, b[1:]):
         s -= u * v
+    for m, (u, p) in enumerate(zip(b, pos), 2):  # stops at the shorter
+        s += m * u * p[1]
     for i in kd.prange(rows.shape[0]):
         t = 0.0
         for k, x in enumerate(rows[i]):

@@ -411,6 +411,18 @@ def passes_numbers_as_vectors(a: kd.Array[kd.f32]):
     a[0] = scratch[0, 0]
 
 
+
+@kd.kernel
+def formats_an_assert_message(a: kd.Array[kd.f32]):
+    assert a[0] > 0, "got %f" % a[0]  # error: assert-format  # noqa: UP031
+
+
+@kd.kernel
+def taichi_style_atomic(a: kd.Array[kd.f32]):
+    for i in kd.prange(2):
+        kd.atomic_add(a[i + 1], 1.0)  # error: taichi-atomic
+
+
 # --- the checks -----------------------------------------------------------------------
 
 
@@ -509,6 +521,8 @@ CASES = [
     (calls_numpy_linalg, F32, "linalg", "np.linalg.norm", ["'np.linalg.norm'", "not supported"]),
     (passes_numbers_as_vectors, F32, "vector-array", "clear_vectors",
      ["'out'", "array<vec3, 1>", "kd.zeros(n, kd.vec3)"]),
+    (taichi_style_atomic, F32, "taichi-atomic", "kd.atomic_add",
+     ["array and the index apart", "kd.atomic_add(a, i + 1, value)"]),
 ]
 
 
@@ -564,3 +578,12 @@ def test_async_def_func_is_a_located_compile_error():
         @kd.func
         async def helper(x):
             return x
+
+
+def test_a_formatted_assert_message_is_a_located_compile_error_in_debug_mode():
+    debug = kd.kernel(formats_an_assert_message.py_function, debug=True)
+    with pytest.raises(kd.CompileError) as info:
+        debug(F32.copy())
+    assert "values cannot be formatted into it" in info.value.message
+    check_located(info.value, "assert-format", '"got %f"')
+    formats_an_assert_message(F32.copy())  # without debug mode, asserts are not compiled
