@@ -359,14 +359,21 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps, StreamingSt
     def _element_pointers(self, op: Operation, indices: list[Value]) -> list[ir.Value]:
         array_t: T.ArrayType = op.operands[0].type
         view: ArrayView = self.values[op.operands[0]]
-        offset: ir.Value | None = None
-        for k, index in enumerate(indices):
-            term = self.b.mul(self.values[index], view.strides[k])
-            offset = term if offset is None else self.b.add(offset, term)
         # in bounds (an index out of range is an error: see docs/language.md): LLVM then
         # knows the address of row j + 1 cannot wrap, and loads rows with a gap (three
-        # of every four elements) whole, shuffling the components apart, not gathering them
-        base = self.b.gep(view.data, [offset], inbounds=True) if offset is not None else view.data
+        # of every four elements) whole, shuffling the components apart, not gathering
+        # them. The last index steps from its row's address in a step of its own (as a
+        # vector's components do), which LLVM keeps in bounds: it then stores such rows
+        # with one masked store, not a scatter per component.
+        base = view.data
+        last = len(indices) - 1
+        for axes in (range(last), range(last, len(indices))) if indices else ():
+            offset: ir.Value | None = None
+            for k in axes:
+                term = self.b.mul(self.values[indices[k]], view.strides[k])
+                offset = term if offset is None else self.b.add(offset, term)
+            if offset is not None:
+                base = self.b.gep(base, [offset], inbounds=True)
         elem = memory_type(T.element_scalar(array_t.dtype)).as_pointer()
         count = T.element_count(array_t.dtype)
         if count == 1:

@@ -117,6 +117,43 @@ def test_rows_with_a_gap_are_loaded_whole(rng, layout):
     assert "load <64 x float>" in text or "load <32 x float>" in text
 
 
+@kd.kernel
+def rotate_rows(p, out, c: kd.f32, s: kd.f32):
+    """Writes three components of every row: into a padded view, a group with a gap."""
+    for i in kd.prange(p.shape[0]):
+        x = p[i, 0]
+        y = p[i, 1]
+        out[i, 0] = c * x - s * y
+        out[i, 1] = s * x + c * y
+        out[i, 2] = p[i, 2] + 1.0
+
+
+@kd.kernel
+def rotate_vectors(p: kd.Array[kd.vec3], out: kd.Array[kd.vec3], c: kd.f32, s: kd.f32):
+    for i in kd.prange(p.shape[0]):
+        v = p[i]
+        out[i] = kd.vec3(c * v[0] - s * v[1], s * v[0] + c * v[1], v[2] + 1.0)
+
+
+@pytest.mark.parametrize("kernel", [rotate_rows, rotate_vectors])
+@pytest.mark.parametrize("n", [2, 15, 16, 67, 300])
+def test_rows_with_a_gap_are_written_whole_with_a_mask(rng, kernel, n):
+    """Three components of every four written: one masked store of whole rows whose
+    mask leaves the padding alone (another thread may own it), never a scatter per
+    component, and the padding keeps its values on every trip count (vector body,
+    remainder, both)."""
+    p = nonzero_floats(rng, (n, 3), np.float32)
+    out = _padded(np.zeros((n, 3), np.float32), 4)
+    assert not out.flags.c_contiguous
+    c, s = np.float32(0.6), np.float32(0.8)
+    check(kernel, p, out, c, s, rtol=1e-6, atol=1e-5)
+    assert np.abs(out).max() > 0.1
+    assert (out.base[:, 3] == 1e6).all()
+    text = kernel.llvm_ir(p, out, c, s, optimized=True)
+    assert "masked.scatter" not in text
+    assert "masked.store" in text
+
+
 def test_vector_arrays(rng):
     p = _padded(nonzero_floats(rng, (29, 3), np.float32), 4)
     out = np.zeros(29, np.float32)
