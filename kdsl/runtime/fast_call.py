@@ -242,12 +242,16 @@ class _Emitter(MadeArrayResults):
                                 self.const(0))
         middle = b.load(b.gep(dims, [middle_index]))
         # an element's axes, in every layout: a vector's components, a matrix's rows too
+        # (held to 8 bits each, their fields in the word: a longer axis reads as 255,
+        # which no element has, never as bits of the fields above)
         element = b.and_(expected, self.const(_ELEMENT_AXIS | _MATRIX_ELEMENT))
         has_element = b.icmp_unsigned("!=", element, self.const(0))
-        rows_of_matrix = b.select(b.icmp_unsigned("<", middle, self.const(256)), middle,
-                                  self.const(255))
-        element_axes = b.or_(b.select(has_element, last, self.const(0)),
-                             b.select(matrix, b.shl(rows_of_matrix, self.const(40)),
+
+        def eight_bits(size: Any) -> Any:
+            return b.select(b.icmp_unsigned("<", size, self.const(256)), size, self.const(255))
+
+        element_axes = b.or_(b.select(has_element, eight_bits(last), self.const(0)),
+                             b.select(matrix, b.shl(eight_bits(middle), self.const(40)),
                                       self.const(0)))
         matrix_bytes = b.mul(b.mul(middle, last), itemsize)
         middle_fixed = b.and_(b.and_(short, b.icmp_signed(">=", nd, self.const(3))),

@@ -248,3 +248,23 @@ def test_the_compiled_path_takes_exactly_the_arrays_of_its_specialisation():
             else:
                 assert result is SLOW
     assert taken > len(pairs)
+
+
+@pytest.mark.parametrize("layout", [padded, column_major])
+def test_a_long_last_axis_never_passes_for_the_fields_of_a_layout(layout):
+    """A last axis of 3 + 4 * 256 elements holds the bits of a 3 and of a row pitch of 4:
+    the machine code must not read it as three components in rows of four."""
+    c, s = np.float32(0.6), np.float32(0.8)
+    p, out = layout(positions(5)), np.zeros((5, 3), np.float32)
+    rotate(p, out, c, s)
+    rotate(p, out, c, s)
+    fast = rotate._fast
+    for last in (3 | 4 << 8, 3 | 1 << 8, 3 | 1 << 32):
+        if last > 1 << 20:
+            wide = np.lib.stride_tricks.as_strided(np.zeros(8, np.float32), (5, last), (0, 0))
+        else:
+            wide = np.zeros((5, last + 1), np.float32)[:, :last]
+        assert not wide.flags.c_contiguous
+        assert fast.function(wide, out, c, s) is SLOW
+        with pytest.raises(TypeError, match="argument 'p'"):
+            rotate(wide, out, c, s)
