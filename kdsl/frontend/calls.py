@@ -358,7 +358,7 @@ _REDUCERS = (kb.sum, kb.mean, kb.min, kb.max, np.sum, np.mean, np.min, np.max, n
              searching.argmin, searching.argmax, np.argmin, np.argmax)
 # builtins whose handlers read the call's keyword arguments themselves (kd.cumsum's
 # exclusive=, kd.searchsorted's side=, ...)
-KEYWORD_BUILTINS: list[Any] = [py.print]
+KEYWORD_BUILTINS: list[Any] = [py.print, np.round, np.around]
 
 # --- new arrays ----------------------------------------------------------------------
 

@@ -107,3 +107,25 @@ def test_a_fill_value_the_integer_type_cannot_hold_is_an_overflow_error():
         full_of_300(3)
     assert isinstance(caught.value, kd.CompileError)
     assert caught.value.lineno == full_of_300.py_function.__code__.co_firstlineno + 2
+
+
+@kd.kernel
+def rounded(x, a, v: kd.vec3, out):
+    for i in kd.prange(a.shape[0]):
+        out[i] = np.round(a[i], 2) + np.round(a[i], -1)
+    return np.round(x, 2), np.around(x, decimals=-1), np.round(a, 1), np.round(v, 2)
+
+
+def test_round_to_decimals_as_numpy(rng):
+    a = (rng.standard_normal(500) * 1000).astype(np.float32)
+    v = np.array([0.125, 2.675, -1.005], np.float32)
+    out = np.zeros_like(a)
+    x2, x_tens, a1, v2 = check(rounded, 1234.56789, a, v, out)
+    assert (x2, x_tens) == (np.round(1234.56789, 2), np.round(1234.56789, -1))
+    np.testing.assert_array_equal(a1, np.round(a, 1))
+    np.testing.assert_array_equal(v2, np.round(v, 2))
+    np.testing.assert_array_equal(out, np.round(a, 2) + np.round(a, -1))
+    b = rng.standard_normal(500) * 1000
+    out = np.zeros_like(b)
+    rounded(0.5, b, v, out)
+    np.testing.assert_array_equal(out, np.round(b, 2) + np.round(b, -1))
