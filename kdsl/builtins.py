@@ -88,6 +88,13 @@ class _SmallValue(np.ndarray):
             return outs[0] if len(outs) == 1 else outs
         return _wrap_by_rank(result)
 
+    def __str__(self) -> str:
+        """``[1.0, 2.5, -0.0]`` (a matrix as a list of its rows), as ``print`` in a
+        compiled kernel writes it."""
+        if self.ndim == 0:
+            return str(self[()])
+        return "[" + ", ".join(str(item) for item in self) + "]"
+
     def __int__(self) -> int:
         raise TypeError(_message_for_cast(self, "int"))
 

@@ -49,6 +49,16 @@ def _print(lo: FunctionLowering, node: ast.Call, args: list) -> None:
             v = lo.value_of(piece, arg_node)
             if isinstance(v.type, T.ArrayType):
                 lo.error("print() of a whole array is not supported in kernels", arg_node)
+            if isinstance(v.type, T.MatrixType):  # [[a, b], [c, d]]: its rows, as lists
+                rows = lo.unpacked_parts(v).items
+                parts.append("[")
+                for r, row in enumerate(rows):
+                    separators.extend(["", ""] if r else [""])
+                    parts.extend([", ", None] if r else [None])
+                    operands.append(row)
+                separators.append("")
+                parts.append("]")
+                continue
             parts.append(None)
             operands.append(v)
     attrs: dict[str, Any] = {"parts": tuple(parts)}

@@ -44,6 +44,21 @@ def test_print_of_a_vector_shows_its_components(capfd):
 
 
 @kd.kernel
+def print_small_values(v: kd.Array[kd.vec3], m: kd.Array[kd.mat22], k: kd.i32):
+    print("v", v[0], "m", m[0], f"ivec {kd.ivec2(k, -k)}")
+
+
+def test_vectors_and_matrices_print_as_lists_compiled_and_in_plain_python(capfd):
+    args = (np.array([[0.1, -0.0, np.nan]], np.float32),
+            np.array([[[0.0, 1.5], [2.0, -3.0]]], np.float32), 4)
+    print_small_values(*args)
+    compiled = capfd.readouterr().out
+    print_small_values.python(*args)
+    assert capfd.readouterr().out == compiled
+    assert compiled == "v [0.1, -0.0, nan] m [[0.0, 1.5], [2.0, -3.0]] ivec [4, -4]\n"
+
+
+@kd.kernel
 def print_each(a: kd.Array[kd.i64]):
     for i in kd.prange(a.shape[0]):
         print("item", i, a[i])
