@@ -52,7 +52,8 @@ class Dependencies:
             except Exception:  # noqa: BLE001 - a vanished global is a change
                 return False
             if type(value) is _Snapshot:
-                if constant_snapshot(current) != value:
+                if not (value.frozen and current is value.source) and (
+                        constant_snapshot(current) != value):
                     return False
             elif current is not value and not (type(current) is type(value) and current == value):
                 return False
@@ -71,14 +72,30 @@ def _is_constant(obj: Any) -> bool:
 class _Snapshot(str):
     """The value of a constant tuple, list or string as text that names every item's
     type (``(1,)`` and ``(1.0,)`` compile differently), compared at each call: a list
-    changed in place, or a tuple bound anew, is a change the compiled code missed."""
+    changed in place, or a tuple bound anew, is a change the compiled code missed. A
+    value with nothing mutable in it (``frozen``) is unchanged while it is the same
+    object, which costs a call nothing."""
+
+    source: Any
+    frozen: bool
 
 
 def constant_snapshot(obj: Any) -> _Snapshot | None:
     """A snapshot of a tuple or list of numbers, strings, vectors and such tuples, or of
     a string (read as constants by the kernels that use them); None for anything else."""
     text = _snapshot_text(obj, depth=0)
-    return None if text is None else _Snapshot(text)
+    if text is None:
+        return None
+    snapshot = _Snapshot(text)
+    snapshot.source = obj
+    snapshot.frozen = _immutable(obj)
+    return snapshot
+
+
+def _immutable(obj: Any) -> bool:
+    if isinstance(obj, tuple):
+        return all(_immutable(item) for item in obj)
+    return isinstance(obj, str) or _is_constant(obj)
 
 
 def _snapshot_text(obj: Any, depth: int) -> str | None:
@@ -184,7 +201,9 @@ def scan_dependencies(fn: Any) -> Dependencies:
         if _is_constant(obj):
             deps.constants.append((f"{function.__qualname__}:{name}", getter, obj))
         elif (snapshot := constant_snapshot(obj)) is not None:
-            deps.constants.append((f"{function.__qualname__}:{name}", getter, snapshot))
+            key = f"{function.__qualname__}:{name}"
+            if all(known != key for known, _, _ in deps.constants):  # read more than once
+                deps.constants.append((key, getter, snapshot))
         elif getattr(obj, "__kdsl_func__", False):
             deps.funcs.append((getter, obj))
             visit(obj.py_function)
