@@ -7,7 +7,7 @@ import pytest
 from llvmlite import ir
 
 import kdsl as kd
-from kdsl.codegen import cpu, split_module
+from kdsl.codegen import cpu, llvm_direct, split_module
 
 
 def cfg(edges: dict[int, list[int]], blocks: int) -> ir.Function:
@@ -54,12 +54,19 @@ def levels(monkeypatch, tmp_path):
     monkeypatch.setenv("KDSL_CACHE_DIR", str(tmp_path))
     seen: list[int] = []
     real = cpu.compile_to_object
+    real_direct = llvm_direct.compile_to_object
 
-    def recording(text, machine=None, cpu_seconds=None, level=3):
+    def recording(text, machine=None, cpu_seconds=None, level=3, slp=True):
         seen.append(level)
-        return real(text, machine, cpu_seconds, level)
+        return real(text, machine, cpu_seconds, level, slp)
+
+    def recording_direct(text, opt, level, cpu_seconds=None, slp=True):
+        if "@kdsl.warm_up" not in text:  # LLVM's warm-up on the thread that loads it
+            seen.append(level)
+        return real_direct(text, opt, level, cpu_seconds, slp)
 
     monkeypatch.setattr(cpu, "compile_to_object", recording)
+    monkeypatch.setattr(llvm_direct, "compile_to_object", recording_direct)
     return seen
 
 
