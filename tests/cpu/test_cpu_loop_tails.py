@@ -151,3 +151,40 @@ def test_the_debug_kernel_has_a_tail_function():
     x = np.ones(45, np.float32)
     names = _functions(reads_past_the_end, x, 0, np.zeros(3, np.float32))
     assert any(split_module.TAIL_NAME.fullmatch(name) for name in names)
+
+
+def test_regions_with_tails_and_tails_are_compiled_without_slp(monkeypatch):
+    from kdsl.codegen import llvm_direct
+
+    pos = _positions(8)
+    args = (pos, np.zeros_like(pos), np.zeros(8, np.float32), np.float32(1.5))
+    emitted, _ = compiler.emitted_kernel(pair_terms.py_function, pair_terms.parameters(args),
+                                         pair_terms.options, "kdsl_entry_tails_slp")
+    plan = split_module.plan_parts(emitted.module, 2)
+    assert plan is not None
+    texts = split_module.render_parts(emitted.module, "kdsl_entry_tails_slp",
+                                      "kdsl_entry_tails_slp_init", plan)
+    assert texts.vectorised == frozenset(range(1, len(plan)))  # not the entry's part
+    calls: dict[int, bool] = {}
+
+    def recording(text, opt, level, cpu_seconds=None, slp=True):
+        calls[len(calls)] = slp
+        return b""
+
+    monkeypatch.setattr(llvm_direct, "can_compile", lambda text: True)
+    monkeypatch.setattr(llvm_direct, "compile_to_object", recording)
+    cpu.compile_parts(texts)
+    assert sorted(calls.values()) == [False] * (len(plan) - 1) + [True]
+
+
+def test_regions_without_tails_keep_slp():
+    x = np.ones(64, np.float32)
+    args = (x, 3, np.zeros((10, 2), np.float32))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loop_tails, "host_vector_bytes", lambda: 16)  # no tail: 4 lanes
+        emitted, _ = compiler.emitted_kernel(window_moments.py_function,
+                                             window_moments.parameters(args),
+                                             window_moments.options, "kdsl_entry_no_tails")
+    plan = [[f for f in emitted.module.functions
+             if split_module.REGION_NAME.fullmatch(f.name) and f.blocks]]
+    assert plan[0] and split_module.vectorised_parts(emitted.module, plan) == frozenset()
