@@ -315,11 +315,9 @@ def load_objects(objects: list[bytes],
     # llvmlite's own memory manager where llvmlite uses it by default (64-bit ARM)
     own_memory = platform.machine().lower() in ("arm64", "aarch64")
     engine = lib.LLVMPY_CreateMCJITCompiler(module, machine.pointer, own_memory, byref(error))
-    if not engine:
+    if not engine:  # LLVM's engine builder freed the module and the machine it took
         message = _take_string(lib, error)
-        lib.LLVMPY_DisposeModule(module)
         lib.LLVMPY_ContextDispose(context)
-        give_back_machine(machine, 3)
         raise RuntimeError(message)
 
     def unload() -> None:
