@@ -65,11 +65,6 @@ def levels(monkeypatch, tmp_path):
             seen.append(level)
         return real_direct(text, opt, level, cpu_seconds, slp)
 
-    def recording_direct(text, opt, level, cpu_seconds=None):
-        if "kdsl.warm_up" not in text:  # not LLVM's warm-up while it loads
-            seen.append(level)
-        return real_direct(text, opt, level, cpu_seconds)
-
     # a part compiles through llvmlite.binding or through llvmlite's C functions directly
     monkeypatch.setattr(cpu, "compile_to_object", recording)
     monkeypatch.setattr(llvm_direct, "compile_to_object", recording_direct)
