@@ -271,6 +271,7 @@ class CompiledKernel:
         # the words before the slots say the call keeps no record of the arrays it makes
         # (see native_allocation)
         status = np.zeros(HEADER_WORDS + self.status_size, dtype=np.int64)[HEADER_WORDS:]
+        given = args  # a kd.array argument the kernel returns is returned as itself
         if not (self.passthrough and all(type(a) is np.ndarray for a in args)):
             args = tuple(c(a) for c, a in zip(self.converters, args))
         for k in self.written:
@@ -286,7 +287,7 @@ class CompiledKernel:
         if not self.results:
             recycle(made)
             return None
-        result = self._decode(status, made, args)
+        result = self._decode(status, made, given)
         recycle(made)  # the temporaries nothing returned holds
         return result
 
@@ -362,20 +363,20 @@ def _returned_array(t: T.ArrayType, raw: np.ndarray, made: dict[int, np.ndarray]
     made_here = made.get(pointer)
     if made_here is not None and made_here.shape == shape and made_here.strides == strides:
         return made_here
-    bases = list(made.values())
-    for a in args:
+    bases: list[tuple[np.ndarray, Any]] = [(m, m) for m in made.values()]
+    for a in args:  # a kd.array argument is returned as itself
         unwrap = getattr(a, "__kdsl_array__", None)
         data = unwrap() if unwrap is not None else a
         if isinstance(data, np.ndarray):
-            bases.append(data)
+            bases.append((data, a))
     dtype = T.element_scalar(t.dtype).numpy_dtype
-    bases = [b for b in bases if b.dtype == dtype]
-    for base in bases:
+    bases = [(b, original) for b, original in bases if b.dtype == dtype]
+    for base, original in bases:
         if base.ctypes.data == pointer and base.shape == shape and base.strides == strides:
-            return base
+            return original
     if any(s == 0 for s in shape):  # empty: no memory to share
         return np.empty(shape, dtype)
-    for base in bases:
+    for base, _ in bases:
         start = base.ctypes.data + sum(min(0, (d - 1) * s) for d, s in zip(base.shape, base.strides))
         end = base.ctypes.data + sum(max(0, (d - 1) * s) for d, s in zip(base.shape, base.strides))
         if start <= pointer <= end + base.itemsize:

@@ -174,7 +174,7 @@ class Kernel:
                 if result is None:
                     return None
                 if result is not SLOW:
-                    return fast.finish(result, (*plain, *hidden))
+                    return fast.finish(result, (*args, *hidden))
             # the Python path, with the same stream position (no second draw)
             return self._call_checked(args, hidden if fast.hidden else None)
         return self._call_checked(args)

@@ -80,3 +80,18 @@ def test_gradients_with_respect_to_a_foreign_array():
     grad = kd.grad(squared_norm)(HostTensor(np.arange(3, dtype=np.float32)))
     assert np.array_equal(np.asarray(grad.numpy() if hasattr(grad, "numpy") else grad),
                           [0.0, 2.0, 4.0])
+
+
+@kd.kernel
+def bump_and_return(a, b):
+    a[0] += 1.0
+    return b, a[0], a
+
+
+def test_a_returned_kd_array_argument_is_the_same_object():
+    a, b = kd.zeros(3), kd.ones(2)
+    for call in range(3):  # the first call, then the compiled call path
+        first, value, last = bump_and_return(a, b)
+        assert first is b and last is a and value == call + 1
+    x = np.zeros(3)
+    assert bump_and_return(x, x)[0] is x
