@@ -133,7 +133,8 @@ def writes_shared_memory(args: tuple, arrays: Sequence[int], written: Sequence[i
     (BuildOptions.gradient_of_loops)."""
     from kdsl.runtime.tape_memory import overlaps
 
-    return any(j != k and overlaps(args[k], args[j]) for k in written for j in arrays)
+    return any(j != k and overlaps(args[k], args[j]) for k in written if k < len(args)
+               for j in arrays)
 
 
 def _shares_memory(args: tuple, arrays: list[int]) -> bool:
@@ -206,7 +207,8 @@ class Gradient:
         such an axis was broadcast against a longer one, its adjoint is summed over it (as
         in NumPy, JAX and PyTorch)."""
         unit_axes = unit_axes_of(params, args, self.argnums)
-        arrays = [k for k, p in enumerate(params) if _is_array(p)]
+        # the parameters after the call's arguments are global arrays the kernel reads
+        arrays = [k for k, p in enumerate(params[:len(args)]) if _is_array(p)]
         loops = len(arrays) > 1 and _shares_memory(args, arrays) and writes_shared_memory(
             args, arrays, _written_positions(self.primal.specialisation(args)))
         found = self._variants.get((unit_axes, loops))

@@ -236,3 +236,20 @@ def test_matrix_products_in_loops_and_arrays_bound_again(rng) -> None:
         with pytest.raises(kd.CompileError, match="bound again inside a loop") as caught:
             derivative()  # was a zero gradient
         assert caught.value.lineno == line
+
+
+SCALE = np.array([0.5, 2.0, -1.5])
+
+
+@kd.kernel
+def weighted_copy_loss(src: kd.Array[kd.f64], dst: kd.Array[kd.f64]) -> kd.f64:
+    dst[:] = src * SCALE  # a global array read by a kernel whose arguments share memory
+    return kd.sum(dst * dst)
+
+
+def test_gradient_of_a_kernel_reading_a_global_array_with_aliased_arguments() -> None:
+    x = np.array([0.3, -1.2, 0.8])
+    expected = 2.0 * x * SCALE * SCALE
+    assert np.allclose(kd.grad(weighted_copy_loss)(x.copy(), np.zeros(3)), expected)
+    shared = x.copy()  # the same array as input and output
+    assert np.allclose(kd.grad(weighted_copy_loss)(shared, shared), expected)
