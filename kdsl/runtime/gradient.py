@@ -210,7 +210,8 @@ class Gradient:
         # the parameters after the call's arguments are global arrays the kernel reads
         arrays = [k for k, p in enumerate(params[:len(args)]) if _is_array(p)]
         loops = len(arrays) > 1 and _shares_memory(args, arrays) and writes_shared_memory(
-            args, arrays, _written_positions(self.primal.specialisation(args)))
+            args, arrays, [k for k in _written_positions(self.primal.specialisation(args))
+                           if k < len(args)])
         found = self._variants.get((unit_axes, loops))
         if found is None:
             found = self._variants[(unit_axes, loops)] = GradientKernel(
