@@ -39,7 +39,14 @@ from kdsl.errors import CompileError
 from kdsl.runtime.arrays import DeviceArray, shared_foreign_array
 from kdsl.runtime.fast_call import SLOW
 from kdsl.runtime.kernel import Kernel
-from kdsl.runtime.tape_memory import COPIES, copy_of, host_data, is_array, overlaps
+from kdsl.runtime.tape_memory import (
+    COPIES,
+    copy_of,
+    host_data,
+    is_array,
+    overlaps,
+    share_elements,
+)
 from kdsl.runtime.tape_plans import RecordPlan, plan_for
 from kdsl.runtime.tape_records import Call, Segment, TapeScalar
 from kdsl.runtime.tape_repeat import Repeat
@@ -253,7 +260,7 @@ class Tape(TapeReverse):
             if id(args[k]) in known:
                 continue
             for other in known.values():
-                if overlaps(plain[k], other):
+                if share_elements(plain[k], other):
                     raise ValueError(
                         f"kd.Tape: argument '{plan.names[k]}' of {kernel.__name__} shares memory "
                         "with an array that carries gradients under the tape (it is a view of "

@@ -186,6 +186,15 @@ def overlaps(a: Any, b: Any) -> bool:
     return bool(np.may_share_memory(host_data(a), host_data(b)))
 
 
+def share_elements(a: Any, b: Any) -> bool:
+    """Whether two arrays have an element in common (``overlaps`` also holds for views
+    that interleave, such as two columns of one array)."""
+    if on_cuda(a) or on_cuda(b):
+        return overlaps(a, b)
+    first, second = host_data(a), host_data(b)
+    return bool(np.may_share_memory(first, second) and np.shares_memory(first, second))
+
+
 def fill_zero(a: Any) -> None:
     if on_cuda(a):
         from kdsl.runtime.cuda.driver import get_driver
