@@ -150,6 +150,11 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
     def __getitem__(self, index: Any) -> Any:
         return self._data[index]
 
+    @property
+    def T(self) -> np.ndarray:  # noqa: N802  (NumPy's name)
+        """The transposed view (a NumPy array, as indexing gives)."""
+        return self._data.T
+
     def __setitem__(self, index: Any, value: Any) -> None:
         self._data[index] = value
 
