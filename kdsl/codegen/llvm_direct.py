@@ -304,6 +304,17 @@ def load_objects(objects: list[bytes],
     does through llvmlite.binding: the addresses of ``symbols`` and the function that
     frees the engine (with the code and its target machine); RuntimeError when a symbol
     is missing."""
+    with _engine_lock:
+        return _load_objects(objects, symbols)
+
+
+# JIT engines are made, filled and disposed one at a time in the process (disposal may run
+# on any thread that collects a kernel's code); compiles run on several threads at once
+_engine_lock = threading.RLock()
+
+
+def _load_objects(objects: list[bytes],
+                  symbols: list[str]) -> tuple[dict[str, int], Callable[[], None]]:
     import platform
 
     lib = functions()
@@ -321,12 +332,15 @@ def load_objects(objects: list[bytes],
         raise RuntimeError(message)
 
     def unload() -> None:
-        lib.LLVMPY_DisposeExecutionEngine(engine)
-        lib.LLVMPY_ContextDispose(context)
+        with _engine_lock:
+            lib.LLVMPY_DisposeExecutionEngine(engine)
+            lib.LLVMPY_ContextDispose(context)
 
     try:
         for data in objects:
             wrapper = lib.LLVMPY_CreateObjectFile(data, len(data))
+            if not wrapper:  # not object code LLVM can read
+                raise RuntimeError("object code LLVM cannot read")
             lib.LLVMPY_MCJITAddObjectFile(engine, wrapper)  # takes the code: a copy
             lib.LLVMPY_DisposeObjectFile(wrapper)
         lib.LLVMPY_FinalizeObject(engine)

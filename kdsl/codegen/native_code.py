@@ -91,22 +91,44 @@ def load_library_bytes(data: bytes, symbols: list[str], name: str) -> LoadedCode
             pass
 
 
-def load_object(code: bytes | list[bytes], symbols: list[str]) -> LoadedCode:
+def unresolved_symbols(objects: list[bytes]) -> list[str] | None:
+    """The symbols the objects call outside themselves that this process has not loaded
+    (a JIT engine resolves them among what is loaded: libm's, for one); None where an
+    object cannot be read."""
+    from kdsl.codegen.cpu import external_symbols
+
+    external = external_symbols(objects)
+    if external is None:
+        return None
+    if not external:
+        return []
+    process = ctypes.CDLL(None)
+    return sorted(name.decode() for name in external if not hasattr(process, name.decode()))
+
+
+def load_object(code: bytes | list[bytes], symbols: list[str],
+                resolvable: bool = False) -> LoadedCode:
     """Loads object code (one object, or the objects of a module compiled in parts) into
     a JIT engine of its own (disposed with the code); RuntimeError when a symbol is
-    missing."""
+    missing, or when the code calls outside itself what this process has not loaded
+    (an object cached by another process: ``resolvable`` where the caller checked)."""
     from kdsl.codegen import llvm_direct
     from kdsl.codegen.cpu import llvm, take_machine
 
+    objects = [code] if isinstance(code, bytes) else code
+    # LLVM's engine aborts the process on a symbol it cannot resolve: an object cached by
+    # another process may call into a library this one has not loaded
+    missing = [] if resolvable else unresolved_symbols(objects)
+    if missing:
+        raise RuntimeError(f"object code calls {', '.join(missing)}, not loaded here")
     if llvm_direct.functions() is not None:  # without importing llvmlite.binding
-        addresses, unload = llvm_direct.load_objects(
-            [code] if isinstance(code, bytes) else code, symbols)
+        addresses, unload = llvm_direct.load_objects(objects, symbols)
         return LoadedCode(addresses, unload, "jit")
     b = llvm()
     # the engine owns its target machine and frees it with itself: never a shared one (a
     # spare one made while LLVM loaded, where there is one: off the first compile's path)
     engine = b.create_mcjit_compiler(b.parse_assembly(""), take_machine())
-    for data in [code] if isinstance(code, bytes) else code:
+    for data in objects:
         engine.add_object_file(b.ObjectFileRef.from_data(data))
     engine.finalize_object()
     addresses = {s: int(engine.get_function_address(s)) for s in symbols}

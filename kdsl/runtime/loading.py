@@ -92,10 +92,12 @@ def _load_and_link_in_background(key: str, code: bytes | list[bytes], symbols: l
     from kdsl.codegen import cpu, native_code
 
     objects = [code] if isinstance(code, bytes) else list(code)
-    if not cache.cache_enabled() or cpu.linker() is None or not _resolvable_here(objects):
+    if not cache.cache_enabled() or cpu.linker() is None:
+        return None
+    if native_code.unresolved_symbols(objects) != []:  # unreadable, or not loaded here
         return None
     with stage("load"):
-        loaded = native_code.load_object(objects, symbols)
+        loaded = native_code.load_object(objects, symbols, resolvable=True)
     packed, packed_meta = pack_objects(objects, meta)
     with stage("cache write"):
         stored = cache.store(key, packed, packed_meta)
@@ -104,22 +106,6 @@ def _load_and_link_in_background(key: str, code: bytes | list[bytes], symbols: l
         _start_link(key, objects, meta, stored.parent.parent)
         note("linked in the background")
     return loaded, dict(meta, format="object")
-
-
-def _resolvable_here(objects: list[bytes]) -> bool:
-    """Whether every symbol the objects call outside themselves is one this process has
-    loaded already (libm's, for one): what a JIT engine resolves them to."""
-    import ctypes
-
-    from kdsl.codegen.cpu import external_symbols
-
-    external = external_symbols(objects)
-    if external is None:
-        return False
-    if not external:
-        return True
-    process = ctypes.CDLL(None)
-    return all(hasattr(process, name.decode()) for name in external)
 
 
 def _start_link(key: str, objects: list[bytes], meta: dict, root: Path) -> None:
