@@ -82,6 +82,10 @@ _SIGNATURES: dict[str, tuple[list[Any], Any]] = {
 }
 
 _lock = threading.Lock()
+# JIT engines and target machines are made (and engines filled and disposed) one at a time
+# in the process, as llvmlite.binding makes them under its lock (disposal may run on any
+# thread that collects a kernel's code); compiles run on several threads at once
+_engine_lock = threading.RLock()
 _state: dict[str, Any] = {}
 
 
@@ -178,6 +182,11 @@ def host_features(lib: Any) -> str:
 
 def new_machine(opt: int) -> Machine:
     """A target machine for this host, as ``cpu.new_target_machine(opt)`` makes it."""
+    with _engine_lock:  # as llvmlite.binding takes its lock for every call outside a compile
+        return _new_machine(opt)
+
+
+def _new_machine(opt: int) -> Machine:
     lib = functions()
     out = c_char_p()
     lib.LLVMPY_GetDefaultTargetTriple(byref(out))
@@ -306,11 +315,6 @@ def load_objects(objects: list[bytes],
     is missing."""
     with _engine_lock:
         return _load_objects(objects, symbols)
-
-
-# JIT engines are made, filled and disposed one at a time in the process (disposal may run
-# on any thread that collects a kernel's code); compiles run on several threads at once
-_engine_lock = threading.RLock()
 
 
 def _load_objects(objects: list[bytes],
