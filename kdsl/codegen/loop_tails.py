@@ -91,20 +91,10 @@ def _widest_item(body: Block, carried: list[Any]) -> int:
     return max(sizes, default=0)
 
 
-def _reads_padded_rows(op: Operation) -> bool:
-    """A load from padded rows (``wide[:, :3]``): LLVM loads their groups whole in its own
-    loop, and the inline loop's 16 lanes x 2 vectors ran the n-body on them 25% slower."""
-    if op.name != "array_load":
-        return False
-    array_t = op.operands[0].type
-    return isinstance(array_t, T.ArrayType) and array_t.row_pitch is not None
-
-
 def tail_lanes(op: Operation) -> int:
     """The vector width (in elements) of the loop's inline part where its remainder is
     worth a tail function; 0 where it is not: a loop that carries no sums (LLVM would
-    interleave it otherwise), a body the tail function cannot run, one reading padded
-    rows, or too light, fewer
+    interleave it otherwise), a body the tail function cannot run or too light, fewer
     than MIN_LANES lanes, or one core (the module is then compiled on one thread, where
     a function more only costs time)."""
     from kdsl.codegen.cpu import usable_cores
@@ -115,8 +105,6 @@ def tail_lanes(op: Operation) -> int:
     if not carried or not all(isinstance(t, (T.ScalarType, T.VectorType)) for t in carried):
         return 0
     if not all(_runs_as_is(inner) for inner in body.walk()):
-        return 0
-    if any(_reads_padded_rows(inner) for inner in body.walk()):
         return 0
     if body_cost(body) < MIN_BODY_COST or usable_cores() < 2:
         return 0

@@ -90,18 +90,6 @@ def test_the_remainder_runs_in_a_tail_function():
     assert tails[0].startswith("pair_terms.parallel.1.tail.")
 
 
-def test_padded_rows_keep_llvms_own_loop():
-    """Positions read from padded rows (wide[:, :3]) get no tail function: LLVM loads
-    their groups whole in its own loop (the inline loop ran them 25% slower)."""
-    wide = np.random.default_rng(3).uniform(-2.0, 2.0, (40, 4)).astype(np.float32)
-    pos = wide[:, :3]
-    args = (pos, np.zeros((40, 3), np.float32), np.zeros(40, np.float32), np.float32(1.5))
-    assert pair_terms.parameters(args)[0].type.row_pitch == 4
-    names = _functions(pair_terms, *args)
-    assert not [name for name in names if split_module.TAIL_NAME.fullmatch(name)]
-    check(pair_terms, *args, rtol=2e-4, atol=2e-4)
-
-
 @pytest.mark.parametrize("n", [1, 2, 5, 31, 32, 33, 64, 70, 97])
 def test_pair_terms_run_as_their_python_function(n):
     pos = _positions(n)
