@@ -244,11 +244,10 @@ def target_description() -> str:
     return f"{platform.system()}|{platform.machine()}|{cpu}"
 
 
-def optimize(llvm_ir: str, context: Any = None, machine: Any = None, level: int = 3,
-             slp: bool = True) -> Any:
+def optimize(llvm_ir: str, context: Any = None, machine: Any = None, level: int = 3) -> Any:
     """Parses, verifies and optimises LLVM IR at O3 with loop and SLP vectorisation (for
-    ``machine``, by default the shared target machine; without SLP where ``slp`` is
-    False), or at a lower ``level`` without vectorisation."""
+    ``machine``, by default the shared target machine), or at a lower ``level`` without
+    vectorisation."""
     b = llvm()
     module = b.parse_assembly(llvm_ir, context=context)
     module.verify()
@@ -257,7 +256,7 @@ def optimize(llvm_ir: str, context: Any = None, machine: Any = None, level: int 
     module.data_layout = str(tm.target_data)
     pto = b.create_pipeline_tuning_options(speed_level=level)
     pto.loop_vectorization = level >= 2
-    pto.slp_vectorization = level >= 2 and slp
+    pto.slp_vectorization = level >= 2
     pto.loop_unrolling = True
     pass_builder = b.create_pass_builder(tm, pto)
     pass_builder.getModulePassManager().run(module, pass_builder)
@@ -279,19 +278,18 @@ def emit_object(module: Any, machine: Any = None) -> bytes:
 
 
 def compile_to_object(llvm_ir: str, machine: Any = None,
-                      cpu_seconds: list[float] | None = None, level: int = 3,
-                      slp: bool = True) -> bytes:
+                      cpu_seconds: list[float] | None = None, level: int = 3) -> bytes:
     """Optimised object code for LLVM IR, compiled in an LLVM context of its own that is
     freed afterwards (the global context keeps every type and constant it ever saw).
     Another thread passes a target machine of its own (one is not shared by threads);
     ``cpu_seconds`` receives this thread's processor time optimising and emitting;
-    ``level`` and ``slp`` are the optimisation pipeline's (see ``optimize``)."""
+    ``level`` is the optimisation pipeline's (see ``optimize``)."""
     b = llvm()
     context = b.create_context()
     try:
         start = time.thread_time()
         with stage("llvm optimize"):
-            module = optimize(llvm_ir, context, machine, level, slp)
+            module = optimize(llvm_ir, context, machine, level)
         optimized = time.thread_time()
         try:
             with stage("llvm emit"):
@@ -312,28 +310,24 @@ def compile_parts(texts: Sequence[str], light: frozenset[int] = frozenset()) -> 
     soon as its part's text is read from ``texts`` (which may render it then), before
     the first part's. The parts in ``light`` (by default those ``texts`` names, see
     ``split_module.PartTexts``) have no loop and no parallel region: they are compiled at
-    the light levels (``LIGHT_PIPELINE``, ``LIGHT_CODEGEN``); those ``texts`` names
-    ``vectorised`` are optimised without SLP vectorisation."""
+    the light levels (``LIGHT_PIPELINE``, ``LIGHT_CODEGEN``)."""
     from kdsl.codegen import llvm_direct
 
     objects: list[bytes] = [b""] * len(texts)
     failures: list[BaseException] = []
     cpu_seconds: list[list[float]] = [[] for _ in texts]
     light = light or getattr(texts, "light", frozenset())
-    vectorised: frozenset[int] = getattr(texts, "vectorised", frozenset())
     threaded = range(1, min(len(texts), max(usable_cores(), 2)))
 
     def compile_part(k: int, text: str) -> None:
         try:
             opt, level = (LIGHT_CODEGEN, LIGHT_PIPELINE) if k in light else (3, 3)
-            slp = k not in vectorised
             if llvm_direct.can_compile(text):
-                objects[k] = llvm_direct.compile_to_object(text, opt, level, cpu_seconds[k],
-                                                           slp)
+                objects[k] = llvm_direct.compile_to_object(text, opt, level, cpu_seconds[k])
                 return
             with private_llvm_calls():  # a machine of its own, made without the lock too
                 machine = take_machine(opt)
-                objects[k] = compile_to_object(text, machine, cpu_seconds[k], level, slp)
+                objects[k] = compile_to_object(text, machine, cpu_seconds[k], level)
             give_back_machine(machine, opt)
         except BaseException as error:  # noqa: BLE001 - raised again on the caller's thread
             failures.append(error)

@@ -235,11 +235,10 @@ def can_compile(llvm_ir: str) -> bool:
 
 
 def compile_to_object(llvm_ir: str, opt: int, level: int,
-                      cpu_seconds: list[float] | None = None, slp: bool = True) -> bytes:
-    """``cpu.compile_to_object(llvm_ir, machine, cpu_seconds, level, slp)`` with a target
+                      cpu_seconds: list[float] | None = None) -> bytes:
+    """``cpu.compile_to_object(llvm_ir, machine, cpu_seconds, level)`` with a target
     machine at code generation level ``opt``: parsed, verified, optimised (loop and SLP
-    vectorisation at ``level`` 2 and above, SLP only with ``slp``) and emitted in an LLVM
-    context of its own."""
+    vectorisation at ``level`` 2 and above) and emitted in an LLVM context of its own."""
     lib = functions()
     machine = take_machine(opt)
     context = lib.LLVMPY_ContextCreate()
@@ -250,7 +249,7 @@ def compile_to_object(llvm_ir: str, opt: int, level: int,
             module = _parse(lib, context, llvm_ir)
             lib.LLVMPY_SetTarget(module, machine.triple)
             lib.LLVMPY_SetDataLayout(module, machine.data_layout)
-            _optimize(lib, module, machine, level, slp)
+            _optimize(lib, module, machine, level)
         optimized = time.thread_time()
         with stage("llvm emit"):
             code = _emit(lib, module, machine)
@@ -280,10 +279,10 @@ def _parse(lib: Any, context: int, llvm_ir: str) -> int:
     return int(module)
 
 
-def _optimize(lib: Any, module: int, machine: Machine, level: int, slp: bool = True) -> None:
+def _optimize(lib: Any, module: int, machine: Machine, level: int) -> None:
     tuning = lib.LLVMPY_CreatePipelineTuningOptions()
     lib.LLVMPY_PTOSetLoopVectorization(tuning, level >= 2)
-    lib.LLVMPY_PTOSetSLPVectorization(tuning, level >= 2 and slp)
+    lib.LLVMPY_PTOSetSLPVectorization(tuning, level >= 2)
     lib.LLVMPY_PTOSetLoopUnrolling(tuning, True)
     builder = lib.LLVMPY_CreatePassBuilder(machine.pointer, tuning)
     passes = lib.LLVMPY_buildPerModuleDefaultPipeline(builder, level)

@@ -138,13 +138,11 @@ class PartTexts(Sequence[str]):
     path). Renders from the module as it is then: nothing may change it meanwhile."""
 
     def __init__(self, module: ir.Module, owner: dict[int, int], size: int,
-                 light: frozenset[int] = frozenset(),
-                 vectorised: frozenset[int] = frozenset()) -> None:
+                 light: frozenset[int] = frozenset()) -> None:
         self.module = module
         self.owner = owner  # id of a function -> the part that defines it; others: every part
         self.size = size
         self.light = light  # the parts with no loop (see cpu.compile_parts)
-        self.vectorised = vectorised  # the parts compiled without SLP (vectorised_parts)
         self.texts: dict[int, str] = {}
 
     def __len__(self) -> int:
@@ -199,23 +197,7 @@ def render_parts(module: ir.Module, entry: str, init: str,
     owned = {id(f): 0 for f in (module.get_global(entry), main_init)}
     owned.update({id(f): k for k, part in enumerate(plan) for f in part})
     owned.update({id(f): k + 1 for k, f in enumerate(part_inits)})
-    return PartTexts(module, owned, len(plan), light_parts(module, plan, owned),
-                     vectorised_parts(module, plan))
-
-
-def vectorised_parts(module: ir.Module, plan: list[list[ir.Function]]) -> frozenset[int]:
-    """The parts whose functions are all tail functions (loop_tails) or regions with one:
-    their time goes to loops the loop vectoriser vectorises at a width of the compiler's
-    choosing. SLP vectorisation, about a twentieth of their LLVM time, leaves the n-body's
-    regions and tails unchanged."""
-    with_tails = {f.name.rsplit(".tail.", 1)[0] for f in module.functions
-                  if TAIL_NAME.fullmatch(f.name)}
-    vectorised = set()
-    for k, functions in enumerate(plan):
-        if functions and all(TAIL_NAME.fullmatch(f.name) or f.name in with_tails
-                             for f in functions):
-            vectorised.add(k)
-    return frozenset(vectorised)
+    return PartTexts(module, owned, len(plan), light_parts(module, plan, owned))
 
 
 def light_parts(module: ir.Module, plan: list[list[ir.Function]],
