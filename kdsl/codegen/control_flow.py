@@ -16,7 +16,6 @@ from kdsl.codegen.llvm_types import (
     i64,
     unflatten,
 )
-from kdsl.codegen.loop_tails import tail_lanes
 from kdsl.codegen.scalar_ops import range_length
 from kdsl.ir.core import Block, Operation, Value
 from kdsl.ir.ops import Trait, lookup
@@ -38,20 +37,16 @@ def loop_hints(module: ir.Module, hints: tuple[str, ...]) -> ir.MDValue:
     one per hint."""
     options: list[ir.MDValue] = []
     for hint in hints:
-        # vectorised math (vector_math.interleave_hints), a loop with a tail (loop_tails)
-        for prefix, name in (("interleave-", "llvm.loop.interleave.count"),
-                             ("vectorize-width-", "llvm.loop.vectorize.width")):
-            if hint.startswith(prefix):
-                options.append(module.add_metadata([
-                    ir.MetaDataString(module, name),
-                    ir.Constant(ir.IntType(32), int(hint.removeprefix(prefix)))]))
-                break
-        else:
-            for name, flag in _LOOP_HINTS[hint]:
-                operands: list[Any] = [ir.MetaDataString(module, name)]
-                if flag is not None:
-                    operands.append(ir.Constant(ir.IntType(1), int(flag)))
-                options.append(module.add_metadata(operands))
+        if hint.startswith("interleave-"):  # vectorised math (vector_math.interleave_hints)
+            options.append(module.add_metadata([
+                ir.MetaDataString(module, "llvm.loop.interleave.count"),
+                ir.Constant(ir.IntType(32), int(hint.removeprefix("interleave-")))]))
+            continue
+        for name, flag in _LOOP_HINTS[hint]:
+            operands: list[Any] = [ir.MetaDataString(module, name)]
+            if flag is not None:
+                operands.append(ir.Constant(ir.IntType(1), int(flag)))
+            options.append(module.add_metadata(operands))
     # a node of its own per loop (add_metadata returns an equal node made before: the
     # placeholder first operand differs), made to refer to itself as LLVM's loop ids do
     placeholder = ir.MetaDataString(module, f"kdsl.loop.{len(module.metadata)}")
@@ -194,9 +189,6 @@ class ControlFlow:
         if op.attrs.get("unroll") is False:  # a loop whose body is a loop, run a few times
             hints = tuple(dict.fromkeys((*hints, "no-unroll")))
         if isinstance(step, ir.Constant) and step.constant == 1:  # iv + 1 <= stop: no overflow
-            lanes = tail_lanes(op) if not hints and self.in_parallel and self.outlines_loop_tails else 0
-            if lanes:
-                return self.emit_loop_with_tail(op, lanes)
             return self._counted_loop(start, stop, step, inits, types,
                                       lambda iv, carried: self._run_body(body, [iv, *carried]),
                                       hints)
@@ -242,8 +234,7 @@ class ControlFlow:
         iv.add_incoming(next_iv, latch)
         self._add_incoming(carried, new_values, latch, types)
         back_edge = self.b.branch(header)
-        if self.scalar.vector_math_calls > math_calls and not any(
-                h.startswith("interleave-") for h in hints):
+        if self.scalar.vector_math_calls > math_calls:
             from kdsl.codegen.vector_math import interleave_hints
 
             hints += interleave_hints(self.scalar.vector_math_calls - math_calls)
@@ -253,7 +244,7 @@ class ControlFlow:
             # component would be gathered (or shuffled out of 72-element loads), several
             # times slower than each iteration vectorised on its own (SLP). A loop that
             # carries sums is vectorised still: its arithmetic pays for the loads
-            hints = (*(h for h in hints if not h.startswith("vectorize-width-")), "no-vectorize")
+            hints += ("no-vectorize",)
         if hints:
             back_edge.set_metadata("llvm.loop", loop_hints(self.b.module, hints))
         self.b.position_at_end(exit_bb)

@@ -303,12 +303,10 @@ def compile_to_object(llvm_ir: str, machine: Any = None,
 
 
 def compile_parts(texts: Sequence[str], light: frozenset[int] = frozenset()) -> list[bytes]:
-    """Object code for each part of a split module: part 1 and the next ones each on a
-    thread of its own (LLVM runs without the interpreter's lock), one thread per core
-    besides this one; part 0 and the parts beyond them on this thread, one after the
-    other (a thread more than cores would slow the others down). Each thread starts as
-    soon as its part's text is read from ``texts`` (which may render it then), before
-    the first part's. The parts in ``light`` (by default those ``texts`` names, see
+    """Object code for each part of a split module: the first on this thread, the others
+    each on a thread of its own (LLVM runs without the interpreter's lock). Each thread
+    starts as soon as its part's text is read from ``texts`` (which may render it then),
+    before the first part's. The parts in ``light`` (by default those ``texts`` names, see
     ``split_module.PartTexts``) have no loop and no parallel region: they are compiled at
     the light levels (``LIGHT_PIPELINE``, ``LIGHT_CODEGEN``)."""
     from kdsl.codegen import llvm_direct
@@ -317,7 +315,6 @@ def compile_parts(texts: Sequence[str], light: frozenset[int] = frozenset()) -> 
     failures: list[BaseException] = []
     cpu_seconds: list[list[float]] = [[] for _ in texts]
     light = light or getattr(texts, "light", frozenset())
-    threaded = range(1, min(len(texts), max(usable_cores(), 2)))
 
     def compile_part(k: int, text: str) -> None:
         try:
@@ -334,18 +331,17 @@ def compile_parts(texts: Sequence[str], light: frozenset[int] = frozenset()) -> 
 
     threads = []
     try:
-        for k in threaded:
+        for k in range(1, len(texts)):
             with stage("llvm ir text"):
                 text = texts[k]
             thread = threading.Thread(target=compile_part, args=(k, text),
                                       name=f"kdsl-llvm-{k}")
             thread.start()
             threads.append(thread)
+        with stage("llvm ir text"):
+            text = texts[0]
         # not the shared target machine: another thread may use it
-        for k in [0, *range(len(threads) + 1, len(texts))]:
-            with stage("llvm ir text"):
-                text = texts[k]
-            compile_part(k, text)
+        compile_part(0, text)
     finally:
         with stage("llvm other threads"):  # what this thread waits for them
             for thread in threads:

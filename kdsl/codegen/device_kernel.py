@@ -81,7 +81,6 @@ class DeviceEmitter(KernelEmitter):
 
     scalar_emitter = DeviceScalarEmitter
     declares_hooks = False
-    outlines_loop_tails = False  # a GPU thread runs no vectorised loop
 
     def __init__(self, kernel: Function, options: Any, module_name: str, sites: list) -> None:
         super().__init__(kernel, options, module_name)

@@ -38,7 +38,6 @@ from kdsl.codegen.llvm_types import (
     unflatten,
     void,
 )
-from kdsl.codegen.loop_tails import LoopTails
 from kdsl.codegen.parallel import CopyScopes, ParallelLoops
 from kdsl.codegen.row_prefetch import RowPrefetch
 from kdsl.codegen.runtime_hooks import RuntimeHooks
@@ -69,7 +68,7 @@ class EmittedKernel:
 
 
 class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps, StreamingStores,
-                    RowPrefetch, LoopTails):
+                    RowPrefetch):
     """Emits one kernel (and its outlined parallel regions) into an LLVM module."""
 
     scalar_emitter = ScalarEmitter
@@ -91,7 +90,6 @@ class KernelEmitter(ParallelLoops, ControlFlow, ArrayViews, GemmOps, StreamingSt
         self.copy_scope: CopyScopes | None = None
         self.allocates = False
         self.region_count = 0
-        self.tail_count = 0  # loop_tails' functions
         self.status: ir.Value = None  # type: ignore[assignment]
         self.alloca_builders: dict[ir.Function, tuple[ir.IRBuilder, ir.Block]] = {}
         # device modules have no hooks (and use none of the methods that load them)

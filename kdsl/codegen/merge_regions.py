@@ -5,8 +5,7 @@ its time loop and inside it) is inlined twice, and so is its region: two functio
 would optimise and compile twice. Where two regions of a module are the same code (the
 same LLVM IR apart from their names and the identities of their loop metadata), every
 call and every reference of the second goes to the first, and the second becomes a call
-of the first (which LLVM drops once nothing refers to it). The tail functions of regions
-(loop_tails) merge the same way, first: the regions calling identical tails then merge.
+of the first (which LLVM drops once nothing refers to it).
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ from typing import Any
 
 from llvmlite import ir
 
-from kdsl.codegen.split_module import instruction_count, is_region
+from kdsl.codegen.split_module import REGION_NAME, instruction_count
 
 _METADATA_REFERENCE = re.compile(r"!\d+\b")
 
@@ -38,7 +37,7 @@ def merge_identical_regions(module: ir.Module) -> int:
 
 def _regions(module: ir.Module, merged: set[int]) -> list[ir.Function]:
     return [f for f in module.functions if f.blocks and f.linkage == "internal"
-            and is_region(f) and id(f) not in merged]
+            and REGION_NAME.fullmatch(f.name) and id(f) not in merged]
 
 
 def _duplicates(module: ir.Module,

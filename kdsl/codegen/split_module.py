@@ -21,9 +21,6 @@ from kdsl.codegen.abi import HOOK_ORDER
 from kdsl.codegen.runtime_hooks import RuntimeHooks
 
 REGION_NAME = re.compile(r".+\.parallel\.\d+")  # codegen.parallel's region functions
-# codegen.loop_tails' functions: the vectorised remainders of a region's inner loops,
-# planned as regions are (a part other than their region's compiles them alongside it)
-TAIL_NAME = re.compile(r".+\.parallel\.\d+\.tail\.\d+")
 # LLVM's time per instruction of a region (loops it vectorises and interleaves) against
 # that of the straight-line code around them, and of a function it does not optimise
 REGION_COST = 4.0
@@ -78,14 +75,9 @@ def has_loop(fn: ir.Function) -> bool:
     return False
 
 
-def is_region(fn: ir.Function) -> bool:
-    """A parallel region's function, or a tail function of one (see TAIL_NAME)."""
-    return bool(REGION_NAME.fullmatch(fn.name) or TAIL_NAME.fullmatch(fn.name))
-
-
 def compile_cost(fn: ir.Function) -> float:
     """An estimate of LLVM's time for a function, in units of straight-line instructions."""
-    if is_region(fn):
+    if REGION_NAME.fullmatch(fn.name):
         return REGION_COST * instruction_count(fn)
     if "optnone" in fn.attributes:
         return UNOPTIMISED_COST * instruction_count(fn)
@@ -101,7 +93,7 @@ def plan_parts(module: ir.Module, parts: int) -> list[list[ir.Function]] | None:
     for each core where each has its share, and part 0, which holds none, is compiled
     alongside them."""
     defined = [f for f in module.functions if f.blocks]
-    regions = [f for f in defined if is_region(f) and f.linkage == "internal"]
+    regions = [f for f in defined if REGION_NAME.fullmatch(f.name) and f.linkage == "internal"]
     total = sum(compile_cost(f) for f in defined)
     if parts < 2 or not regions or total < MIN_COST:
         return None
