@@ -56,14 +56,14 @@ def levels(monkeypatch, tmp_path):
     real = cpu.compile_to_object
     real_direct = llvm_direct.compile_to_object
 
-    def recording(text, machine=None, cpu_seconds=None, level=3, slp=True):
+    def recording(text, machine=None, cpu_seconds=None, level=3):
         seen.append(level)
-        return real(text, machine, cpu_seconds, level, slp)
+        return real(text, machine, cpu_seconds, level)
 
-    def recording_direct(text, opt, level, cpu_seconds=None, slp=True):
+    def recording_direct(text, opt, level, cpu_seconds=None):
         if "@kdsl.warm_up" not in text:  # LLVM's warm-up on the thread that loads it
             seen.append(level)
-        return real_direct(text, opt, level, cpu_seconds, slp)
+        return real_direct(text, opt, level, cpu_seconds)
 
     # a part compiles through llvmlite.binding or through llvmlite's C functions directly
     monkeypatch.setattr(cpu, "compile_to_object", recording)
