@@ -46,21 +46,24 @@ def _cross(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
     return lo.op("cross", a, b, node=node)
 
 
-@builtin(kb.length)
-def _length(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-    _arity(lo, node, args, 1, "length")
+def _one_vector(lo: FunctionLowering, node: ast.Call, args: list, name: str) -> Value:
+    """The one argument of ``name``, which must be a vector."""
+    _arity(lo, node, args, 1, name)
     (v,) = _values(lo, node, args)
     if not isinstance(v.type, T.VectorType):
-        lo.error(f"length() needs a vector, got {v.type}", node)
+        lo.error(f"{name}() needs a vector, got {v.type}", node)
+    return v
+
+
+@builtin(kb.length)
+def _length(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
+    v = _one_vector(lo, node, args, "length")
     return lo.op("sqrt", lo.op("dot", v, v), node=node)
 
 
 @builtin(kb.normalize)
 def _normalize(lo: FunctionLowering, node: ast.Call, args: list) -> Value:
-    _arity(lo, node, args, 1, "normalize")
-    (v,) = _values(lo, node, args)
-    if not isinstance(v.type, T.VectorType):
-        lo.error(f"normalize() needs a vector, got {v.type}", node)
+    v = _one_vector(lo, node, args, "normalize")
     norm = lo.op("sqrt", lo.op("dot", v, v))
     return lo.op("div", v, lo.coerce(norm, v.type, node), node=node)
 
